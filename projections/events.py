@@ -1,0 +1,164 @@
+"""Wire models of the log (stage 0 of the flow): the session header and the event envelope."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictInt, ValidationError, field_validator
+
+from projections.errors import INGEST_SCHEMA_VIOLATION, InputRejected
+
+MAX_SAFE_INTEGER = 2**53 - 1
+SESSION_FORMAT_VERSION = 0
+
+#: The three surface-eligible types (SPEC 1.2): they produce model messages and carry surfaceOp.
+SURFACE_TYPES: frozenset[str] = frozenset({"user/message", "assistant/message", "tool/result"})
+
+#: DSH's KNOWN_SESSION_EVENT_TYPES (SPEC 1.2): 3 surface + 10 core log-only + 35 plugin = 48.
+KNOWN_EVENT_TYPES: frozenset[str] = SURFACE_TYPES | frozenset({
+    "turn/start", "turn/end", "step/start", "step/end", "assistant/chunk", "tool/call",
+    "todo/write", "request/header", "request/context", "session/end-seed",
+    "agent/inbox/spliced", "agent-preset/selected", "approval/asked", "approval/decided",
+    "approval/policy", "command/run", "command/done", "compaction/start", "compaction/summary",
+    "compaction/end", "compaction/prune", "feedback/record", "goal/change", "hook/invoked",
+    "hook/result", "llm/retry", "llm/retry-started", "permission/preset", "plan/mode",
+    "sandbox/mode", "schedule/change", "session/title", "session/title-llm-request",
+    "subagent/descriptor", "team/member", "team/message/delivered", "team/message/queued",
+    "team/task", "tool/code-dispatch", "tool/code-dispatch-start", "tool-workflow/agent-start",
+    "tool-workflow/agent-end", "tool-workflow/run-start", "tool-workflow/run-end",
+    "web/deepseek-search-llm-request",
+})
+
+#: Packed chunk rows (SPEC 0.1): one row stands for a run of `assistant/chunk` events.
+CHUNK_ROW_TYPES: frozenset[str] = frozenset({"text-chunks", "reasoning-chunks", "tool-call-chunks"})
+
+
+def check_lossless(value: Any, path: str = "data") -> None:
+    """Reject values JSON cannot carry exactly (SPEC 1.2): -0, non-finite, unsafe ints, non-JSON types."""
+    stack: list[tuple[Any, str]] = [(value, path)]
+    while stack:
+        item, where = stack.pop()
+        if item is None or isinstance(item, (bool, str)):
+            continue
+        if isinstance(item, int):
+            if abs(item) > MAX_SAFE_INTEGER:
+                raise ValueError(f"{where}: integer {item} is outside the safe range")
+            continue
+        if isinstance(item, float):
+            if not math.isfinite(item):
+                raise ValueError(f"{where}: non-finite number")
+            if item == 0.0 and math.copysign(1.0, item) < 0:
+                raise ValueError(f"{where}: -0 is not lossless JSON")
+            continue
+        if isinstance(item, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(item))
+            continue
+        if isinstance(item, dict):
+            for k, v in item.items():
+                if not isinstance(k, str):
+                    raise ValueError(f"{where}: non-string key {k!r}")
+                stack.append((v, f"{where}.{k}"))
+            continue
+        raise ValueError(f"{where}: {type(item).__name__} is not a JSON value")
+
+
+class SessionHeader(BaseModel):
+    """Line 1 of a native log (SPEC 1.1): immutable, validated storage metadata."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    type: Literal["session"]
+    version: Literal[0]
+    id: str = Field(min_length=1)
+    created_at: StrictInt = Field(alias="createdAt", ge=0, le=MAX_SAFE_INTEGER)
+    cwd: str | None = None
+    parent_session: str | None = Field(default=None, alias="parentSession", min_length=1)
+    seed_length: StrictInt | None = Field(default=None, alias="seedLength", ge=0,
+                                          le=MAX_SAFE_INTEGER)
+    origin: Literal["subagent"] | None = None
+    delegation_depth: StrictInt | None = Field(default=None, alias="delegationDepth", ge=0,
+                                               le=MAX_SAFE_INTEGER)
+    agent_preset: str | None = Field(default=None, alias="agentPreset")
+
+    @field_validator("cwd")
+    @classmethod
+    def _absolute_cwd(cls, value: str | None) -> str | None:
+        if value is not None and not value.startswith("/") and not _is_windows_absolute(value):
+            raise ValueError("cwd must be an absolute path")
+        return value
+
+    def to_wire(self) -> dict[str, Any]:
+        """The header as its JSON line, with exactly the keys the source had."""
+        return self.model_dump(by_alias=True, exclude_unset=True)
+
+
+def _is_windows_absolute(path: str) -> bool:
+    return len(path) >= 3 and path[1] == ":" and path[2] in "\\/"
+
+
+class Event(BaseModel):
+    """One log entry (SPEC 1.2). surfaceOp and sourceEventSeqs stay raw: `fold_surface` judges them."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    type: str = Field(min_length=1)
+    seq: StrictInt = Field(ge=0, le=MAX_SAFE_INTEGER)
+    time: StrictInt = Field(ge=-MAX_SAFE_INTEGER, le=MAX_SAFE_INTEGER)
+    data: Any
+    surface_op: Any = Field(default=None, alias="surfaceOp")
+    source_event_seqs: Any = Field(default=None, alias="sourceEventSeqs")
+    ignorable: StrictBool | None = None
+
+    @field_validator("data")
+    @classmethod
+    def _lossless(cls, value: Any) -> Any:
+        check_lossless(value)
+        return value
+
+    def to_wire(self) -> dict[str, Any]:
+        """The event as its JSON line, with exactly the keys the source had."""
+        return self.model_dump(by_alias=True, exclude_unset=True)
+
+
+def header_key_fields(header: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The fields two observations of one id must agree on (SPEC 1.1); absent depth counts as 0."""
+    return (header.get("version"), header.get("id"), header.get("createdAt"), header.get("cwd"),
+            header.get("parentSession"), header.get("seedLength"),
+            header.get("delegationDepth") or 0)
+
+
+def _rejection_from(exc: ValidationError, what: str) -> InputRejected:
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first.get("loc", ())) or what
+    return InputRejected(f"{what} violates the schema at {where}: {first.get('msg')}",
+                         code=INGEST_SCHEMA_VIOLATION)
+
+
+def parse_header(value: Any) -> dict[str, Any]:
+    """Validate a header value; return it as a wire dict. Raises InputRejected (schema violation)."""
+    if not isinstance(value, dict):
+        raise InputRejected("session header must be a JSON object", code=INGEST_SCHEMA_VIOLATION)
+    try:
+        return SessionHeader.model_validate(value).to_wire()
+    except ValidationError as exc:
+        raise _rejection_from(exc, "session header") from None
+
+
+def parse_event(value: Any) -> dict[str, Any]:
+    """Validate an event envelope; return the original wire dict. Raises InputRejected."""
+    if not isinstance(value, dict):
+        raise InputRejected("event must be a JSON object", code=INGEST_SCHEMA_VIOLATION)
+    try:
+        Event.model_validate(value)
+    except ValidationError as exc:
+        raise _rejection_from(exc, "event") from None
+    return value
+
+
+def as_wire(event: Event | Mapping[str, Any]) -> Mapping[str, Any]:
+    """Accept parsed models or plain wire dicts wherever the core reads events."""
+    if isinstance(event, Event):
+        return event.to_wire()
+    return event

@@ -1,0 +1,211 @@
+"""Stage 0 of the flow: native log bytes (raw JSONL or concatenated zstd frames) → header + events.
+
+Pure: it takes bytes, never paths. A bad line becomes a structured Rejection with its original
+bytes, never an exception that loses the rest of the file. Once an event is rejected, the events
+after it cannot fold (their seqs would not be contiguous), so they are parked as well, each with
+INGEST_AFTER_REJECTED: nothing is dropped, nothing is silently merged.
+"""
+
+from __future__ import annotations
+
+import io
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+import zstandard
+
+from projections.errors import (
+    INGEST_AFTER_REJECTED,
+    INGEST_INVALID_SURFACE,
+    INGEST_INVALID_UTF8,
+    INGEST_MALFORMED_JSON,
+    INGEST_MISSING_HEADER,
+    INGEST_OVERSIZED_EVENT,
+    INGEST_SCHEMA_VIOLATION,
+    INGEST_SEQ_GAP,
+    INGEST_UNKNOWN_EVENT_TYPE,
+    FoldError,
+    InputRejected,
+)
+from projections.events import CHUNK_ROW_TYPES, KNOWN_EVENT_TYPES, parse_event, parse_header
+from projections.fold import SurfaceState, plan
+
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+#: Default cap on one event's encoded size; larger lines are parked, not indexed.
+DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class Rejection:
+    """A line that could not enter the log: where it was, why (stable code), and its bytes."""
+
+    line: int
+    code: str
+    reason: str
+    raw: bytes
+
+    def to_json(self) -> dict[str, Any]:
+        return {"line": self.line, "code": self.code, "reason": self.reason,
+                "bytes": len(self.raw)}
+
+
+@dataclass(slots=True)
+class ParsedLog:
+    """A parsed native log: the header (None if missing), the accepted events, the rejections."""
+
+    header: dict[str, Any] | None
+    events: list[dict[str, Any]] = field(default_factory=list)
+    rejections: list[Rejection] = field(default_factory=list)
+    state: SurfaceState = field(default_factory=SurfaceState)
+    lines: int = 0
+
+
+def decompress(data: bytes) -> bytes:
+    """Undo concatenated zstd frames if the data starts with the zstd magic; else return it as is."""
+    if not data.startswith(ZSTD_MAGIC):
+        return data
+    reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True)
+    return reader.read()
+
+
+def split_lines(data: bytes) -> Iterator[tuple[int, bytes]]:
+    """(1-based line number, line bytes without the newline); blank lines are skipped."""
+    for number, line in enumerate(data.split(b"\n"), start=1):
+        stripped = line.rstrip(b"\r")
+        if stripped.strip():
+            yield number, stripped
+
+
+def expand_chunk_row(row: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """A packed chunk row → its `assistant/chunk` events. Member i gets seq `seq0 + i` and time
+    `time0 + dt_0 + … + dt_i` (dt is relative to the previous member); its data is member.data."""
+    seq0, time0, members = row.get("seq0"), row.get("time0"), row.get("members")
+    if (not isinstance(seq0, int) or isinstance(seq0, bool) or not isinstance(time0, int)
+            or isinstance(time0, bool) or not isinstance(members, list) or not members):
+        raise InputRejected(f"{row.get('type')} row needs integer seq0/time0 and non-empty members",
+                            code=INGEST_SCHEMA_VIOLATION)
+    out: list[dict[str, Any]] = []
+    now = time0
+    for i, member in enumerate(members):
+        if not isinstance(member, dict) or not isinstance(member.get("dt"), int) \
+                or "data" not in member or set(member) - {"dt", "data"}:
+            raise InputRejected(f"chunk member {i} must be {{dt:int, data}}",
+                                code=INGEST_SCHEMA_VIOLATION)
+        now += int(member["dt"])
+        out.append({"type": "assistant/chunk", "seq": seq0 + i, "time": now,
+                    "data": member["data"]})
+    return out
+
+
+def pack_chunk_row(kind: str, events: list[Mapping[str, Any]]) -> dict[str, Any]:
+    """The inverse of `expand_chunk_row` for a run of consecutive `assistant/chunk` events."""
+    members = []
+    prev = int(events[0]["time"])
+    for e in events:
+        members.append({"dt": int(e["time"]) - prev, "data": e["data"]})
+        prev = int(e["time"])
+    return {"type": kind, "seq0": int(events[0]["seq"]), "time0": int(events[0]["time"]),
+            "members": members}
+
+
+def _loads(number: int, line: bytes) -> tuple[Any, Rejection | None]:
+    try:
+        line.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return None, Rejection(number, INGEST_INVALID_UTF8, f"invalid UTF-8: {exc}", line)
+    try:
+        return orjson.loads(line), None
+    except orjson.JSONDecodeError as exc:
+        return None, Rejection(number, INGEST_MALFORMED_JSON, f"malformed JSON: {exc}", line)
+
+
+def check_event_type(event: Mapping[str, Any]) -> None:
+    """Unknown types load only when marked ignorable (SPEC 1.2)."""
+    if event["type"] not in KNOWN_EVENT_TYPES and event.get("ignorable") is not True:
+        raise InputRejected(f"unknown event type {event['type']!r} without ignorable: true",
+                            code=INGEST_UNKNOWN_EVENT_TYPE)
+
+
+class LogBuilder:
+    """Accepts a session's lines one at a time; the shared path of files, tailers and importers."""
+
+    def __init__(self, *, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
+                 header: dict[str, Any] | None = None, state: SurfaceState | None = None) -> None:
+        self.max_event_bytes = max_event_bytes
+        self.log = ParsedLog(header=header, state=state or SurfaceState())
+        self._blocked = False
+
+    def feed_line(self, number: int, line: bytes) -> None:
+        self.log.lines += 1
+        if self._blocked:
+            self._reject(number, INGEST_AFTER_REJECTED,
+                         "an earlier line of this session was rejected", line)
+            return
+        if len(line) > self.max_event_bytes:
+            self._reject(number, INGEST_OVERSIZED_EVENT,
+                         f"line is {len(line)} bytes; the limit is {self.max_event_bytes}", line)
+            return
+        value, rejection = _loads(number, line)
+        if rejection is not None:
+            self._block(rejection)
+            return
+        if self.log.header is None:
+            if not isinstance(value, dict) or value.get("type") != "session":
+                self._block(Rejection(number, INGEST_MISSING_HEADER,
+                                      "line 1 must be the session header", line))
+                return
+            try:
+                self.log.header = parse_header(value)
+            except InputRejected as exc:
+                self._block(Rejection(number, exc.code, exc.message, line))
+            return
+        try:
+            if isinstance(value, dict) and value.get("type") in CHUNK_ROW_TYPES:
+                events = expand_chunk_row(value)
+            else:
+                events = [parse_event(value)]
+            for event in events:
+                self.feed_event(event)
+        except InputRejected as exc:
+            self._block(Rejection(number, exc.code, exc.message, line))
+
+    def feed_event(self, event: dict[str, Any]) -> None:
+        """Validate one parsed event against the fold; raises InputRejected, appends on success."""
+        check_event_type(event)
+        if event["seq"] != self.log.state.next_seq:
+            raise InputRejected(f"seq {event['seq']} is not contiguous; expected "
+                                f"{self.log.state.next_seq}", code=INGEST_SEQ_GAP)
+        try:
+            self.log.state = plan(self.log.state, event).state
+        except FoldError as exc:
+            raise InputRejected(exc.message, code=INGEST_INVALID_SURFACE) from exc
+        self.log.events.append(event)
+
+    def _reject(self, number: int, code: str, reason: str, line: bytes) -> None:
+        self.log.rejections.append(Rejection(number, code, reason, line))
+
+    def _block(self, rejection: Rejection) -> None:
+        self.log.rejections.append(rejection)
+        self._blocked = True
+
+
+def parse_log(data: bytes, *, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> ParsedLog:
+    """Parse a whole native log file's bytes (raw or zstd)."""
+    try:
+        text = decompress(data)
+    except zstandard.ZstdError as exc:
+        return ParsedLog(header=None, rejections=[Rejection(0, INGEST_MALFORMED_JSON,
+                                                            f"corrupt zstd data: {exc}", data)])
+    builder = LogBuilder(max_event_bytes=max_event_bytes)
+    for number, line in split_lines(text):
+        builder.feed_line(number, line)
+    return builder.log
+
+
+def dump_log(header: Mapping[str, Any], events: list[Mapping[str, Any]]) -> bytes:
+    """A native log's bytes: header line, then one event per line."""
+    lines = [orjson.dumps(dict(header))]
+    lines.extend(orjson.dumps(dict(e)) for e in events)
+    return b"\n".join(lines) + b"\n"
