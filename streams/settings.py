@@ -1,0 +1,55 @@
+"""Edge configuration: one frozen settings object, each field read from its RECALL_* variable."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+def default_data_dir() -> Path:
+    """$XDG_DATA_HOME/session-recall, else ~/.local/share/session-recall."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "session-recall"
+
+
+class Settings(BaseSettings):
+    """Every setting of session-recall; the environment name of each is RECALL_<FIELD>."""
+
+    model_config = SettingsConfigDict(env_prefix="RECALL_", frozen=True, extra="ignore")
+
+    #: RECALL_DATA_DIR — embedded store, dead letters and index shards live here.
+    data_dir: Path = Field(default_factory=default_data_dir)
+    #: RECALL_SHARDS — number of index shard files (and Kafka partitions of the topics).
+    shards: int = Field(default=8, ge=1, le=256)
+    #: RECALL_BROKER — e.g. kafka://127.0.0.1:9092; unset means the embedded runtime.
+    broker: str | None = None
+    #: RECALL_TOPIC_PREFIX — topic names are <prefix>.events, <prefix>.documents, …
+    topic_prefix: str = "recall"
+    #: RECALL_MAX_EVENT_BYTES — larger events are parked in the dead letters.
+    max_event_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    #: RECALL_LIVE_WINDOW_MS — a session with activity this recent (and not ended) counts as live.
+    live_window_ms: int = Field(default=10 * 60 * 1000, ge=0)
+    #: RECALL_DEFAULT_LIMIT / RECALL_MAX_LIMIT — page sizes (SPEC 3.10).
+    default_limit: int = Field(default=20, ge=1)
+    max_limit: int = Field(default=100, ge=1)
+    #: RECALL_SNIPPET_CHARS — snippet bound in code points (SPEC 3.7).
+    snippet_chars: int = Field(default=240, ge=1)
+    #: RECALL_READ_WINDOW_MAX — cap on before/after of a read (SPEC 3.10).
+    read_window_max: int = Field(default=50, ge=0)
+    #: RECALL_SNAPSHOT_RETENTION_S — how long snapshot-paging cursors stay valid.
+    snapshot_retention_s: int = Field(default=300, ge=0)
+    #: RECALL_MAX_REFERENCES — sources per reference message (SPEC 4.5: 1–3).
+    max_references: int = 3
+    #: RECALL_MAX_REFERENCE_BYTES — per-source budget of the serialized snapshot (SPEC 4.5).
+    max_reference_bytes: int = 65_536
+    #: RECALL_CANDIDATE_LIMIT — default size of `recall candidates` (SPEC 4.5).
+    candidate_limit: int = 50
+    #: RECALL_REQUEST_TIMEOUT_S — deadline of one request over Kafka request/reply.
+    request_timeout_s: float = Field(default=30.0, gt=0)
+    #: RECALL_SESSION_TIMEOUT_S — Kafka consumer-group session timeout (≥ 6 on noida-db/Kafka).
+    session_timeout_s: float = Field(default=6.0, gt=0)
+    #: RECALL_HEARTBEAT_S — Kafka consumer-group heartbeat interval.
+    heartbeat_s: float = Field(default=1.0, gt=0)
