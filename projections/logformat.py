@@ -144,8 +144,9 @@ class LogBuilder:
                          "an earlier line of this session was rejected", line)
             return
         if len(line) > self.max_event_bytes:
-            self._reject(number, INGEST_OVERSIZED_EVENT,
-                         f"line is {len(line)} bytes; the limit is {self.max_event_bytes}", line)
+            self._block(Rejection(number, INGEST_OVERSIZED_EVENT,
+                                  f"line is {len(line)} bytes; the limit is "
+                                  f"{self.max_event_bytes}", line))
             return
         value, rejection = _loads(number, line)
         if rejection is not None:

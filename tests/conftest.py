@@ -1,0 +1,1 @@
+"""Shared fixtures for every test tier (factories live in tests/support, on pytest's pythonpath)."""
