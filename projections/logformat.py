@@ -135,11 +135,11 @@ class LogBuilder:
                  header: dict[str, Any] | None = None, state: SurfaceState | None = None) -> None:
         self.max_event_bytes = max_event_bytes
         self.log = ParsedLog(header=header, state=state or SurfaceState())
-        self._blocked = False
+        self.blocked = False
 
     def feed_line(self, number: int, line: bytes) -> None:
         self.log.lines += 1
-        if self._blocked:
+        if self.blocked:
             self._reject(number, INGEST_AFTER_REJECTED,
                          "an earlier line of this session was rejected", line)
             return
@@ -158,7 +158,9 @@ class LogBuilder:
                                       "line 1 must be the session header", line))
                 return
             try:
-                self.log.header = parse_header(value)
+                header = parse_header(value)
+                self.accept_header(header)
+                self.log.header = header
             except InputRejected as exc:
                 self._block(Rejection(number, exc.code, exc.message, line))
             return
@@ -171,6 +173,9 @@ class LogBuilder:
                 self.feed_event(event)
         except InputRejected as exc:
             self._block(Rejection(number, exc.code, exc.message, line))
+
+    def accept_header(self, header: dict[str, Any]) -> None:
+        """Hook for callers that know more (e.g. a store holding this session); may raise."""
 
     def feed_event(self, event: dict[str, Any]) -> None:
         """Validate one parsed event against the fold; raises InputRejected, appends on success."""
@@ -189,7 +194,7 @@ class LogBuilder:
 
     def _block(self, rejection: Rejection) -> None:
         self.log.rejections.append(rejection)
-        self._blocked = True
+        self.blocked = True
 
 
 def parse_log(data: bytes, *, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) -> ParsedLog:

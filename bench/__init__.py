@@ -1,0 +1,1 @@
+"""Benchmarks (`make bench`): each module measures one stage against a baseline in the same run."""

@@ -1,0 +1,72 @@
+"""`make bench`: run every benchmark, write bench/results.json (flat) and bench/RESULTS.md."""
+
+from __future__ import annotations
+
+import datetime
+import importlib
+import os
+import platform
+import sys
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+HERE = Path(__file__).parent
+#: (module, title, goal notes) in the order they appear in RESULTS.md.
+SUITES = [
+    ("bench.fold", "Fold (issue: foundation)"),
+    ("bench.index", "Index and search (issue: search)"),
+    ("bench.reference", "Reference (issue: references)"),
+]
+
+
+def machine() -> str:
+    cpu = "unknown cpu"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores, {cpu}, Python {platform.python_version()}, {platform.system()}"
+
+
+def main(argv: list[str]) -> int:
+    only = set(argv)
+    results: dict[str, Any] = {}
+    path = HERE / "results.json"
+    if path.exists() and only:
+        results = orjson.loads(path.read_bytes())
+    sections: list[tuple[str, dict[str, Any]]] = []
+    for module_name, title in SUITES:
+        short = module_name.split(".")[-1]
+        if only and short not in only:
+            continue
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError:
+            continue
+        print(f"== {title}", flush=True)
+        metrics = module.run()
+        for key, value in metrics.items():
+            print(f"  {key}: {value}", flush=True)
+        results.update(metrics)
+        sections.append((title, metrics))
+    results["machine"] = machine()
+    results["date"] = datetime.date.today().isoformat()
+    path.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+    lines = ["# Benchmark results", "", f"Machine: {results['machine']}  ", f"Date: {results['date']}",
+             "", "Regenerate with `make bench` (deterministic corpora; timings vary ±30 % on this",
+             "shared 2-core machine, so read the ratios against the baselines of the same run).", ""]
+    for title, metrics in sections:
+        lines += [f"## {title}", "", "| metric | value |", "|---|---|"]
+        lines += [f"| `{k}` | {v} |" for k, v in metrics.items()]
+        lines.append("")
+    (HERE / "RESULTS.md").write_text("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,83 @@
+"""Storage and read side: signed opaque paging cursors and request fingerprints (SPEC 3.9)."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import hmac
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from indexer.config import MAX_SAFE_INTEGER
+from indexer.errors import INVALID_CURSOR, STALE_CURSOR, query_error
+
+CURSOR_VERSION = 1
+
+
+def fingerprint(value: dict[str, Any]) -> str:
+    """A digest of the canonical fingerprint JSON: equal requests, equal digests; short cursors."""
+    return hashlib.sha256(orjson.dumps(value)).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class CursorState:
+    """What a decoded cursor carries; `snapshot` names a pinned snapshot (snapshot consistency)."""
+
+    offset: int
+    generation: str
+    snapshot: str | None
+
+
+def _mac(key: bytes, body: bytes) -> str:
+    return base64.urlsafe_b64encode(hmac.new(key, body, hashlib.sha256).digest()).decode("ascii")
+
+
+def encode_cursor(key: bytes, *, instance: str, scope: str, fingerprint: str, generation: str,
+                  offset: int, snapshot: str | None = None) -> str:
+    payload: dict[str, Any] = {"version": CURSOR_VERSION, "instance": instance, "scope": scope,
+                               "fingerprint": fingerprint, "generation": generation,
+                               "offset": offset}
+    if snapshot is not None:
+        payload["snapshot"] = snapshot
+    body = orjson.dumps(payload)
+    payload["mac"] = _mac(key, body)
+    return base64.urlsafe_b64encode(orjson.dumps(payload)).decode("ascii").rstrip("=")
+
+
+def _invalid(message: str) -> Exception:
+    return query_error(INVALID_CURSOR, message, hint="start the search again without a cursor")
+
+
+def decode_cursor(key: bytes, cursor: str, *, instance: str, scope: str,
+                  fingerprint: str) -> CursorState:
+    """Checks in SPEC order; any failure is INVALID_CURSOR. The generation is compared later."""
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
+        payload = orjson.loads(raw)
+    except (binascii.Error, ValueError) as exc:
+        raise _invalid("cursor does not decode") from exc
+    if not isinstance(payload, dict) or not isinstance(payload.get("mac"), str):
+        raise _invalid("cursor does not decode")
+    mac = payload.pop("mac")
+    if not hmac.compare_digest(mac, _mac(key, orjson.dumps(payload))):
+        raise _invalid("cursor signature does not match")
+    if payload.get("version") != CURSOR_VERSION:
+        raise _invalid("cursor version is not 1")
+    if (payload.get("instance") != instance or payload.get("scope") != scope
+            or payload.get("fingerprint") != fingerprint):
+        raise _invalid("cursor belongs to another service instance, scope or request")
+    offset = payload.get("offset")
+    if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= offset <= MAX_SAFE_INTEGER:
+        raise _invalid("cursor offset is not a safe integer >= 0")
+    snapshot = payload.get("snapshot")
+    return CursorState(offset, str(payload.get("generation")),
+                       snapshot if isinstance(snapshot, str) else None)
+
+
+def require_generation(state: CursorState, current: str) -> None:
+    if state.generation != current:
+        raise query_error(STALE_CURSOR, "the index changed since this cursor was issued",
+                          hint="retry the complete search")

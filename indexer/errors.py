@@ -1,0 +1,36 @@
+"""Storage and read side: the errors the indexer raises (all are SessionQueryError codes, SPEC 3.11)."""
+
+from __future__ import annotations
+
+from projections.errors import SessionQueryError
+
+INDEX_FAILED = "SESSION_QUERY_INDEX_FAILED"
+INVALID_CONFIG = "SESSION_QUERY_INVALID_CONFIG"
+INVALID_CURSOR = "SESSION_QUERY_INVALID_CURSOR"
+STALE_CURSOR = "SESSION_QUERY_STALE_CURSOR"
+INVALID_FILTER = "SESSION_QUERY_INVALID_FILTER"
+INVALID_LIMIT = "SESSION_QUERY_INVALID_LIMIT"
+INVALID_QUERY = "SESSION_QUERY_INVALID_QUERY"
+INVALID_LINEAGE = "SESSION_QUERY_INVALID_LINEAGE"
+INVALID_WINDOW = "SESSION_QUERY_INVALID_WINDOW"
+SEARCH_DISABLED = "SESSION_QUERY_SEARCH_DISABLED"
+SESSION_NOT_FOUND = "SESSION_QUERY_SESSION_NOT_FOUND"
+EVENT_NOT_FOUND = "SESSION_QUERY_EVENT_NOT_FOUND"
+SOURCE_CONFLICT = "SESSION_QUERY_SOURCE_CONFLICT"
+
+
+def query_error(code: str, message: str, *, hint: str | None = None) -> SessionQueryError:
+    """A SessionQueryError with `code`; callers `raise` it so the raise site stays visible."""
+    return SessionQueryError(message, code=code, hint=hint)
+
+
+class SourceConflict(SessionQueryError):
+    """A record disagrees with what the shard already holds; the caller parks the record."""
+
+    code = SOURCE_CONFLICT
+    hint = "park the record in the dead letters; the index keeps the first observation"
+
+    def __init__(self, message: str, *, session_id: str, seq: int | None) -> None:
+        super().__init__(message)
+        self.session_id = session_id
+        self.seq = seq

@@ -1,0 +1,182 @@
+"""Storage and read side: QueryService — SPEC 3 searches and reads over a ShardSet, as wire JSON."""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+import uuid
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import orjson
+
+from indexer.config import IndexConfig
+from indexer.cursor import decode_cursor, encode_cursor, fingerprint, require_generation
+from indexer.errors import (
+    INVALID_FILTER,
+    INVALID_QUERY,
+    SEARCH_DISABLED,
+    SESSION_NOT_FOUND,
+    STALE_CURSOR,
+    query_error,
+)
+from indexer.filters import canonical_filters, check_budgets, validate_filters
+from indexer.normalize import check_cursor_type, normalize_query, resolve_limit
+from indexer.ranking import Candidate, Scope, merge_page
+from indexer.reads import SessionReads
+from indexer.search import choose_index, search_shard
+from indexer.shard import Shard
+from indexer.shardset import ShardSet
+from indexer.snapshots import Snapshot, SnapshotRegistry
+
+_MODES = ("token", "substring")
+_CONSISTENCY = ("strict", "snapshot")
+
+
+def _hit(c: Mapping[str, Any]) -> dict[str, Any]:
+    return {"sessionId": c["sessionId"], "seq": c["seq"], "type": c["type"], "time": c["time"],
+            "surface": c["surface"], "snippet": c["snippet"]}
+
+
+class QueryService(SessionReads):
+    """Searches and reads. `instance` is fresh per service, so a reopen invalidates cursors."""
+
+    def __init__(self, shardset: ShardSet, config: IndexConfig | None = None, *,
+                 clock: Callable[[], float] = time.time) -> None:
+        super().__init__(shardset, config or shardset.config, clock=clock)
+        self.instance = str(uuid.uuid4())
+        self.snapshots = SnapshotRegistry(self.config.snapshot_retention_s,
+                                          self.config.max_snapshots, clock=clock)
+
+    def close(self) -> None:
+        self.snapshots.close()
+
+    # -- request normalization (SPEC 3.3 order) --
+
+    def _prepare(self, request: Any, scope: Scope) -> dict[str, Any]:
+        if self.config.open_at == "never":
+            raise query_error(SEARCH_DISABLED, "session search is disabled (openAt: never)")
+        if not isinstance(request, Mapping):
+            raise query_error(INVALID_QUERY, "request must be an object")
+        req = orjson.loads(orjson.dumps(dict(request)))  # a deep copy: later caller edits don't leak
+        session_id = None
+        if scope == "events":
+            session_id = req.get("sessionId")
+            if not isinstance(session_id, str):
+                raise query_error(INVALID_FILTER, "sessionId must be a string")
+            session_clauses: list[Any] = []
+            event_clauses = validate_filters(req.get("filters"), "event")
+        else:
+            session_clauses = validate_filters(req.get("sessionFilters"), "session")
+            event_clauses = validate_filters(req.get("eventFilters"), "event")
+        cursor = check_cursor_type(req.get("cursor"))
+        query = normalize_query(req.get("query"))
+        limit = resolve_limit(req.get("limit"), self.config)
+        check_budgets([*session_clauses, *event_clauses], within_session=scope == "events")
+        mode = req.get("mode", "token")
+        if mode not in _MODES:
+            raise query_error(INVALID_QUERY, f"mode must be one of {_MODES}")
+        index = choose_index(query, mode)
+        if mode == "substring" and not self.config.substring:
+            raise query_error(INVALID_QUERY, "substring mode is not enabled on this index",
+                              hint="open the index with substring=True, or use token mode")
+        consistency = req.get("consistency", "strict")
+        if consistency not in _CONSISTENCY:
+            raise query_error(INVALID_QUERY, f"consistency must be one of {_CONSISTENCY}")
+        session_canon = canonical_filters(session_clauses)
+        event_canon = canonical_filters(event_clauses)
+        print_: dict[str, Any] = {"scope": scope}
+        if session_id is not None:
+            print_["sessionId"] = session_id
+        print_.update({"query": query, "filters": session_canon + event_canon, "limit": limit,
+                       "mode": mode, "consistency": consistency})
+        return {"scope": scope, "sessionId": session_id, "query": query, "limit": limit,
+                "cursor": cursor, "index": index, "consistency": consistency,
+                "sessionFilters": session_canon, "eventFilters": event_canon,
+                "fingerprint": fingerprint(print_)}
+
+    # -- generations --
+
+    @staticmethod
+    def _shard_generation(shard: Shard, conn: sqlite3.Connection) -> str:
+        meta = shard.meta(conn)
+        return f"{meta.epoch}:{meta.generation}"
+
+    def _session_generation(self, shard: Shard, conn: sqlite3.Connection, session_id: str) -> str:
+        row = conn.execute("SELECT revision FROM sessions WHERE id = ? AND header IS NOT NULL",
+                           (session_id,)).fetchone()
+        if row is None:
+            raise query_error(SESSION_NOT_FOUND, f"session {session_id!r} not found")
+        return f"{shard.meta(conn).epoch}:{row[0]}"
+
+    def _generation(self, req: dict[str, Any], conns: dict[int, sqlite3.Connection]) -> str:
+        if req["scope"] == "events":
+            shard = self.shardset.shard_for(req["sessionId"])
+            return self._session_generation(shard, conns[shard.index], req["sessionId"])
+        return ",".join(self._shard_generation(s, conns[s.index]) for s in self.shardset)
+
+    # -- the search flow: prepare → resolve cursor → scatter → merge → page --
+
+    def _run(self, req: dict[str, Any], now_ms: int) -> tuple[list[Candidate], str | None, Any]:
+        scope: Scope = req["scope"]
+        shards = ([self.shardset.shard_for(req["sessionId"])] if scope == "events"
+                  else list(self.shardset))
+        snap: Snapshot | None = None
+        offset = 0
+        if req["cursor"] is not None:
+            state = decode_cursor(self.shardset.key, req["cursor"], instance=self.instance,
+                                  scope=scope, fingerprint=req["fingerprint"])
+            offset = state.offset
+            if req["consistency"] == "snapshot":
+                snap = self.snapshots.get(state.snapshot)
+                if snap is None:
+                    raise query_error(STALE_CURSOR, "the snapshot behind this cursor expired",
+                                      hint="retry the complete search")
+            conns = snap.conns if snap else {s.index: s.conn for s in shards}
+            require_generation(state, snap.generation if snap else self._generation(req, conns))
+        else:
+            if req["consistency"] == "snapshot":
+                snap = self.snapshots.pin(shards)
+            conns = snap.conns if snap else {s.index: s.conn for s in shards}
+        generation = self._generation(req, conns)
+        if snap is not None and not snap.generation:
+            snap.generation = generation
+        session_header = None
+        if scope == "events":
+            session_header = self._header_on(conns[shards[0].index], req["sessionId"])
+        plan = {"scope": scope, "sessionId": req["sessionId"], "query": req["query"],
+                "sessionFilters": req["sessionFilters"], "eventFilters": req["eventFilters"],
+                "liveSince": now_ms - self.config.live_window_ms, "index": req["index"],
+                "snippetChars": self.config.snippet_chars, "fetch": offset + req["limit"] + 1}
+        results = [search_shard(conns[s.index], plan) for s in shards]
+        rows = merge_page(results, scope, offset, req["limit"])
+        next_cursor = None
+        if len(rows) > req["limit"]:
+            next_cursor = encode_cursor(
+                self.shardset.key, instance=self.instance, scope=scope,
+                fingerprint=req["fingerprint"], generation=generation,
+                offset=offset + req["limit"], snapshot=snap.id if snap else None)
+        elif snap is not None:
+            self.snapshots.release(snap.id)
+        return rows[:req["limit"]], next_cursor, session_header
+
+    def search_sessions(self, request: Any, *, now_ms: int | None = None) -> dict[str, Any]:
+        """`{items: [{header, live, persisted, bestMatch}], nextCursor?}` (SPEC 3.8)."""
+        now = self._now_ms(now_ms)
+        req = self._prepare(request, "sessions")
+        rows, next_cursor, _ = self._run(req, now)
+        items = [{"header": c["header"], "live": self._live(c["lastEventTime"], now),
+                  "persisted": True, "bestMatch": _hit(c)} for c in rows]
+        page: dict[str, Any] = {"items": items}
+        if next_cursor is not None:
+            page["nextCursor"] = next_cursor
+        return page
+
+    def search_events(self, request: Any, *, now_ms: int | None = None) -> dict[str, Any]:
+        """`{session, items: [hit], nextCursor?}`; `session` comes from the same generation."""
+        req = self._prepare(request, "events")
+        rows, next_cursor, header = self._run(req, self._now_ms(now_ms))
+        page: dict[str, Any] = {"session": header, "items": [_hit(c) for c in rows]}
+        if next_cursor is not None:
+            page["nextCursor"] = next_cursor
+        return page

@@ -1,0 +1,93 @@
+"""Transport: the thin faust agents; all per-record decisions live in streams.kafka.foldstep."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import faust
+
+from streams.codec import (
+    DeadLetter,
+    dead_letter_key,
+    document_key,
+    encode_dead_letter,
+    encode_document,
+)
+from streams.kafka.foldstep import FoldProcessor, Overlay
+from streams.kafka.table import PartitionedTable
+from streams.settings import Settings
+from streams.topics import FOLD_TABLE, Topics
+
+#: Records per batch. A batch costs one table write per touched key and one wait for the
+#: document acks, so bigger batches amortise more when sessions are bursty.
+BATCH_MAX = 500
+#: How long a partial batch may wait: the latency floor of an event on a quiet topic.
+BATCH_WITHIN_S = 0.05
+
+
+class _TableView:
+    """Reads the table's store directly: faust's __getitem__ sensors cost more than the fold."""
+
+    def __init__(self, table: PartitionedTable) -> None:
+        self._data = table.data
+
+    def get(self, key: str, default: None = None) -> bytes | None:
+        value: bytes | None = self._data.get(key)
+        return value
+
+
+async def fold_batch(app: faust.App, topics: Topics, table: PartitionedTable,
+                     processor: FoldProcessor, events: Sequence[Any]) -> None:
+    """Fold a batch of events-topic records. Order of effects (at-least-once, no transactions):
+    1. fold every record against the table plus the batch's pending writes;
+    2. produce documents and dead letters to the source record's partition, await their acks;
+    3. only then write the table (changelog), meta records last.
+    A crash before 3 replays the batch (its documents are re-sent; the indexer upserts); a crash
+    after 3 makes the redelivered records exact duplicates, whose documents are already acked."""
+    view = _TableView(table)
+    overlays: dict[int, Overlay] = {}
+    pending: list[Any] = []
+    producer = app.producer
+    for event in events:
+        msg = event.message
+        overlay = overlays.get(msg.partition)
+        if overlay is None:
+            overlay = overlays[msg.partition] = Overlay(view)
+        out = processor.fold_record(overlay, msg.key, msg.value)
+        if out.rejection is not None:
+            letter = DeadLetter.of(topic=msg.topic, partition=msg.partition, offset=msg.offset,
+                                   key=msg.key, value=msg.value, code=out.rejection.code,
+                                   reason=out.rejection.message)
+            pending.append(await producer.send(topics.dead_letter, dead_letter_key(letter),
+                                               encode_dead_letter(letter), msg.partition,
+                                               None, None))
+            continue
+        overlay.put(out.writes)
+        for record in out.documents:
+            pending.append(await producer.send(topics.documents, document_key(record),
+                                               encode_document(record), msg.partition,
+                                               None, None))
+    if pending:
+        await asyncio.gather(*pending)
+    for partition, overlay in overlays.items():
+        table.write(partition, overlay.drain())
+
+
+def register_fold_agent(app: faust.App, settings: Settings, topics: Topics) -> FoldProcessor:
+    """Register the fold table and agent on `app`; return the processor (its `stats` count)."""
+    table = app.tables.add(PartitionedTable(
+        app, name=FOLD_TABLE, beacon=app.tables.beacon, partitions=settings.shards,
+        key_type=str, value_type=bytes, key_serializer="raw", value_serializer="raw",
+        help="per-session fold state: header, paged surface, recent digests"))
+    source = app.topic(topics.events, key_type=bytes, value_type=bytes,
+                       partitions=settings.shards)
+    processor = FoldProcessor(max_event_bytes=settings.max_event_bytes)
+
+    @app.agent(source, name="fold")
+    async def fold(stream: faust.StreamT) -> None:
+        async for batch in stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S):
+            await fold_batch(app, topics, table, processor, batch)
+
+    return processor

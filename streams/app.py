@@ -1,0 +1,57 @@
+"""Transport: `build_app(settings)` — the faust app of the fold processor, no import side effects."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import faust
+
+from projections.errors import RecallError
+from streams.settings import Settings
+from streams.topics import Topics
+
+BrokerFlavor = Literal["kafka", "tansu"]
+
+
+def faust_options(settings: Settings, *, flavor: BrokerFlavor = "kafka") -> dict[str, Any]:
+    """The faust settings we rely on; each one measured in ENGINE.md."""
+    options: dict[str, Any] = {
+        "broker": settings.broker,
+        "store": "memory://",
+        "datadir": str(settings.data_dir / "faust"),
+        # Session timeout bounds the first join on tansu (it holds JoinGroup for session/2) and
+        # the takeover after a crash; noida-db and Kafka reject anything below 6 s.
+        "broker_session_timeout": settings.session_timeout_s,
+        "broker_heartbeat_interval": settings.heartbeat_s,
+        "topic_partitions": settings.shards,
+        "topic_replication_factor": 1,
+        # tansu has no InitProducerId, so no transactions; every stage is idempotent instead.
+        "processing_guarantee": "at_least_once",
+        "web_enabled": False,
+        # Topics carry raw bytes; streams.codec is the only place that parses them.
+        "key_serializer": "raw",
+        "value_serializer": "raw",
+        # Standbys would double the changelog reads on a 2-core box; recovery replays instead.
+        "table_standby_replicas": 0,
+        "autodiscover": False,
+    }
+    if flavor == "tansu":
+        # tansu's ListOffsets returns a batch's base offset + 1, so faust stops changelog
+        # recovery early and silently loses table writes; one record per batch avoids it.
+        options["producer_max_batch_size"] = 1
+    return options
+
+
+def build_app(settings: Settings, *, flavor: BrokerFlavor | None = None) -> faust.App:
+    """A fresh faust App with the fold agent registered; nothing connects until it is started."""
+    from streams.agents import register_fold_agent
+
+    if not settings.broker:
+        raise RecallError("the Kafka runtime needs RECALL_BROKER (e.g. kafka://127.0.0.1:9092)",
+                          code="STREAM_NO_BROKER")
+    chosen: BrokerFlavor = flavor or getattr(settings, "broker_flavor", "kafka")
+    topics = Topics.of(settings)
+    app = faust.App(topics.fold_app_id, **faust_options(settings, flavor=chosen))
+    # Exposed for the worker's stats line and for tests; faust Apps accept extra attributes.
+    app.fold_processor = register_fold_agent(app, settings, topics)  # type: ignore[attr-defined]
+    return app

@@ -1,0 +1,206 @@
+"""Transport: the only bytes⇄model boundary (events, documents, dead letters, request/reply)."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from projections.errors import (
+    INGEST_INVALID_UTF8,
+    INGEST_MALFORMED_JSON,
+    INGEST_OVERSIZED_EVENT,
+    INGEST_SCHEMA_VIOLATION,
+    InputRejected,
+)
+from projections.events import CHUNK_ROW_TYPES, parse_event, parse_header
+from projections.logformat import expand_chunk_row
+from projections.records import IndexRecord, record_from_json
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedHeader:
+    """An events-topic record that carried the session header (validated wire dict)."""
+
+    header: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedEvents:
+    """An events-topic record that carried one event, or a packed chunk row's expanded events
+    (`packed`: then each member's duplicate digest is over its own JSON, not the record bytes)."""
+
+    events: tuple[dict[str, Any], ...]
+    packed: bool
+
+
+Decoded = DecodedHeader | DecodedEvents
+
+
+def decode_event_value(value: bytes | None, *, max_bytes: int) -> Decoded:
+    """Decode one events-topic record value; raises InputRejected with a stable INGEST_* code."""
+    if value is None:
+        raise InputRejected("record has no value (tombstones are not events)",
+                            code=INGEST_SCHEMA_VIOLATION)
+    if len(value) > max_bytes:
+        raise InputRejected(f"record is {len(value)} bytes; the limit is {max_bytes}",
+                            code=INGEST_OVERSIZED_EVENT)
+    try:
+        parsed = orjson.loads(value)
+    except orjson.JSONDecodeError as exc:
+        # orjson reports bad UTF-8 as a decode error too; tell the two apart for the operator.
+        try:
+            value.decode("utf-8")
+        except UnicodeDecodeError as uexc:
+            raise InputRejected(f"invalid UTF-8: {uexc}", code=INGEST_INVALID_UTF8) from None
+        raise InputRejected(f"malformed JSON: {exc}", code=INGEST_MALFORMED_JSON) from None
+    if isinstance(parsed, dict) and parsed.get("type") == "session":
+        return DecodedHeader(parse_header(parsed))
+    if isinstance(parsed, dict) and parsed.get("type") in CHUNK_ROW_TYPES:
+        return DecodedEvents(tuple(expand_chunk_row(parsed)), packed=True)
+    return DecodedEvents((parse_event(parsed),), packed=False)
+
+
+def encode_event_value(line: Mapping[str, Any]) -> bytes:
+    """A header or event wire dict as an events-topic record value (what producers send)."""
+    return orjson.dumps(dict(line))
+
+
+# --- documents topic -------------------------------------------------------------------------
+
+def encode_document(record: IndexRecord) -> bytes:
+    """A header or event index record as a documents-topic value."""
+    return orjson.dumps(record.to_json())
+
+
+def decode_document(value: bytes) -> IndexRecord:
+    """Inverse of `encode_document`; raises InputRejected on bytes that are not a document."""
+    try:
+        return record_from_json(orjson.loads(value))
+    except (orjson.JSONDecodeError, KeyError, ValueError, TypeError) as exc:
+        raise InputRejected(f"not a documents-topic record: {exc}",
+                            code=INGEST_SCHEMA_VIOLATION) from None
+
+
+def document_key(record: IndexRecord) -> bytes:
+    """Compaction key of a document: `sessionId:seq`, or `sessionId:header` for the header."""
+    suffix = getattr(record, "seq", "header")
+    return f"{record.session_id}:{suffix}".encode()
+
+
+# --- dead letters ----------------------------------------------------------------------------
+
+class DeadLetter(BaseModel):
+    """A rejected record, parked with its original bytes, source position and reason."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True)
+
+    topic: str
+    partition: int
+    offset: int
+    key: str | None = Field(description="original key, base64")
+    value: str | None = Field(description="original value, base64")
+    code: str
+    reason: str
+
+    @classmethod
+    def of(cls, *, topic: str, partition: int, offset: int, key: bytes | None,
+           value: bytes | None, code: str, reason: str) -> DeadLetter:
+        return cls(topic=topic, partition=partition, offset=offset, key=_b64(key),
+                   value=_b64(value), code=code, reason=reason)
+
+    def original_key(self) -> bytes | None:
+        return None if self.key is None else base64.b64decode(self.key)
+
+    def original_value(self) -> bytes | None:
+        return None if self.value is None else base64.b64decode(self.value)
+
+
+def _b64(data: bytes | None) -> str | None:
+    return None if data is None else base64.b64encode(data).decode("ascii")
+
+
+def encode_dead_letter(letter: DeadLetter) -> bytes:
+    return orjson.dumps(letter.model_dump(mode="json"))
+
+
+def decode_dead_letter(value: bytes) -> DeadLetter:
+    return DeadLetter.model_validate(orjson.loads(value))
+
+
+def dead_letter_key(letter: DeadLetter) -> bytes:
+    """Unique per source position, so a re-parked record (after a redelivery) is recognisable."""
+    return f"{letter.topic}:{letter.partition}:{letter.offset}".encode()
+
+
+# --- request / reply -------------------------------------------------------------------------
+
+class Request(BaseModel):
+    """A query-worker request: `replyTo` names the topic the caller reads its reply from."""
+
+    model_config = ConfigDict(frozen=True, populate_by_name=True, extra="forbid")
+
+    id: str = Field(min_length=1)
+    reply_to: str = Field(alias="replyTo", min_length=1)
+    op: str = Field(min_length=1)
+    args: dict[str, Any] = Field(default_factory=dict)
+    deadline_ms: int = Field(alias="deadlineMs", ge=0)
+
+
+class ReplyError(BaseModel):
+    """The `{code, message}` error shape every CLI and reply uses."""
+
+    model_config = ConfigDict(frozen=True)
+
+    code: str
+    message: str
+
+
+class Reply(BaseModel):
+    """The answer to one Request, correlated by `id`; exactly one of result / error is set."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    ok: bool
+    result: Any = None
+    error: ReplyError | None = None
+
+
+def encode_request(request: Request) -> bytes:
+    return orjson.dumps(request.model_dump(mode="json", by_alias=True))
+
+
+def decode_request(value: bytes) -> Request:
+    """Raises InputRejected so an unreadable request can be dead-lettered like any record."""
+    try:
+        return Request.model_validate(orjson.loads(value))
+    except orjson.JSONDecodeError as exc:
+        raise InputRejected(f"malformed request JSON: {exc}", code=INGEST_MALFORMED_JSON) from None
+    except ValidationError as exc:
+        raise InputRejected(f"request violates the schema: {exc.errors()[0].get('msg')}",
+                            code=INGEST_SCHEMA_VIOLATION) from None
+
+
+def encode_reply(reply: Reply) -> bytes:
+    """`{id, ok:true, result}` or `{id, ok:false, error:{code, message}}`."""
+    if reply.ok:
+        return orjson.dumps({"id": reply.id, "ok": True, "result": reply.result})
+    assert reply.error is not None
+    return orjson.dumps({"id": reply.id, "ok": False, "error": reply.error.model_dump()})
+
+
+def decode_reply(value: bytes) -> Reply:
+    return Reply.model_validate(orjson.loads(value))
+
+
+def ok_reply(request_id: str, result: Any) -> Reply:
+    return Reply(id=request_id, ok=True, result=result)
+
+
+def error_reply(request_id: str, code: str, message: str) -> Reply:
+    return Reply(id=request_id, ok=False, error=ReplyError(code=code, message=message))

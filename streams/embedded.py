@@ -1,0 +1,113 @@
+"""Embedded runtime: the same pipeline step as the Kafka fold agent, over the local store.
+
+Order of a write: (1) mark the index pending, (2) append + fsync the store, (3) fold the new
+events into index records, (4) write them with the store position as tracking in one shard
+transaction, (5) clear the mark. A crash between (2) and (4) leaves the mark; the next open
+replays the store's tail into the index, and tracking makes that replay harmless.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from indexer import IndexConfig, ShardSet
+from projections.fold import SurfaceState, apply
+from projections.records import HeaderRecord, IndexRecord, fold_records
+from streams.ingest import Importer, IngestReport, Ingestor
+from streams.settings import Settings
+from streams.store import DeadLetters, SessionStore, ensure_private_dir, open_private
+
+
+def store_position_key(session_id: str) -> str:
+    return f"store:{session_id}"
+
+
+class EmbeddedRuntime:
+    """One machine, no Kafka: local append-only logs + the FTS5 shards + dead letters."""
+
+    def __init__(self, settings: Settings, *, importers: Mapping[str, Importer] | None = None,
+                 detect: Callable[[Path, bytes], str | None] | None = None) -> None:
+        self.settings = settings
+        self.data_dir = ensure_private_dir(Path(settings.data_dir))
+        self.store = SessionStore(self.data_dir / "store")
+        self.dead_letters = DeadLetters(self.data_dir / "dead-letter.jsonl")
+        self.shards = ShardSet(self.data_dir / "index", index_config(settings))
+        self._pending = self.data_dir / "index-pending"
+        self.ingestor = Ingestor(self.data_dir, self.store, self.dead_letters, self._index_append,
+                                 max_event_bytes=settings.max_event_bytes, importers=importers,
+                                 detect=detect)
+        if self._pending.exists():
+            self.catch_up()
+
+    def close(self) -> None:
+        self.shards.close()
+
+    # --- writes -------------------------------------------------------------------------------
+
+    def ingest(self, paths: Sequence[Path], *, fmt: str = "auto",
+               progress: Callable[[int, int], None] | None = None) -> IngestReport:
+        self._mark_pending()
+        report = self.ingestor.ingest(paths, fmt=fmt, progress=progress)
+        self._pending.unlink(missing_ok=True)
+        return report
+
+    def append_events(self, header: Mapping[str, Any],
+                      events: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Append validated-by-fold events to a session (creating it); returns their seqs."""
+        stored = self.store.check_header(header)
+        state = stored.state if stored else SurfaceState()
+        after = state
+        for event in events:
+            after = apply(after, event)  # raises FoldError before anything is written
+        self._mark_pending()
+        self.store.append(stored.header if stored else header, events, after)
+        self._index_append(stored.header if stored else header, state, events)
+        self._pending.unlink(missing_ok=True)
+        return [int(e["seq"]) for e in events]
+
+    def _index_append(self, header: Mapping[str, Any], before: SurfaceState,
+                      events: Sequence[Mapping[str, Any]]) -> None:
+        session_id = str(header["id"])
+        records: list[IndexRecord] = []
+        if before.next_seq == 0:
+            records.append(HeaderRecord(session_id, dict(header)))
+        state, event_records = fold_records(session_id, before, events)
+        records.extend(event_records)
+        self.shards.write_batch(records, {store_position_key(session_id): state.next_seq})
+
+    def _mark_pending(self) -> None:
+        with open_private(self._pending, "wb") as f:
+            f.flush()
+            os.fsync(f.fileno())
+
+    # --- replay -------------------------------------------------------------------------------
+
+    def catch_up(self, progress: Callable[[int, int], None] | None = None) -> int:
+        """Index whatever the store holds beyond each session's tracking position; returns the
+        number of events indexed. Idempotent: a fully indexed store indexes nothing."""
+        ids = self.store.session_ids()
+        indexed = 0
+        for done, session_id in enumerate(ids, start=1):
+            position = self.shards.tracking_position(store_position_key(session_id)) or 0
+            header, events = self.store.read(session_id)
+            if position < len(events):
+                state = SurfaceState()
+                for event in events[:position]:
+                    state = apply(state, event)
+                self._index_append(header, state, events[position:])
+                indexed += len(events) - position
+            if progress is not None:
+                progress(done, len(ids))
+        self._pending.unlink(missing_ok=True)
+        return indexed
+
+
+def index_config(settings: Settings) -> IndexConfig:
+    return IndexConfig(shards=settings.shards, default_limit=settings.default_limit,
+                       max_limit=settings.max_limit, snippet_chars=settings.snippet_chars,
+                       read_window_max=settings.read_window_max,
+                       live_window_ms=settings.live_window_ms,
+                       snapshot_retention_s=settings.snapshot_retention_s)

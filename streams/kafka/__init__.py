@@ -1,0 +1,1 @@
+"""Transport: the Kafka runtime's building blocks (fold step, partition-pinned table, worker)."""

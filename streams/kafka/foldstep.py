@@ -1,0 +1,241 @@
+"""Transport: one events-topic record → fold-table writes, documents or a rejection (no Kafka).
+
+The faust agent is a thin loop around `FoldProcessor.fold_record`; everything decided per record
+lives here so it is unit-testable with a dict as the table.
+
+Table layout, per session id `sid` (keys are `sid + "\\x00" + suffix`, so one session's keys all
+follow the session's partition):
+  h          the session header (JSON)
+  m, p<i>    the paged fold state of `projections.fold` (meta + pages); written meta last
+  d<slot>    `<seq>:<digest>` of the event at `seq`, slot = seq % DIGEST_WINDOW
+An event therefore writes the meta, the page(s) it changed and one digest slot: per-event table
+bytes stay flat however long the session grows.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from collections import Counter, OrderedDict
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import orjson
+
+from projections.errors import (
+    INGEST_DUPLICATE_CONFLICT,
+    INGEST_HEADER_CONFLICT,
+    INGEST_INVALID_SURFACE,
+    INGEST_MISSING_HEADER,
+    INGEST_SCHEMA_VIOLATION,
+    INGEST_SEQ_GAP,
+    FoldError,
+    InputRejected,
+)
+from projections.events import header_key_fields
+from projections.fold import SurfaceState, decode_state, encode_meta, encode_step, plan
+from projections.logformat import check_event_type
+from projections.records import HeaderRecord, IndexRecord, event_record
+from streams.codec import DecodedHeader, decode_event_value
+
+SEP = "\x00"
+#: How many recent seqs per session keep a digest. Redelivered events older than this are
+#: ignored unverified (counted): faust redelivers what it already applied, so they are almost
+#: always exact duplicates, and verifying them would need per-seq state that grows forever.
+DIGEST_WINDOW = 64
+#: A fold state that cannot be decoded (e.g. a half-written changelog). Not an input error, but
+#: the record is still parked rather than dropped.
+STATE_CORRUPT = "INGEST_STATE_CORRUPT"
+
+
+class StateView(Protocol):
+    """Read access to the fold table (a faust Table, a dict, or an Overlay)."""
+
+    def get(self, key: str, default: None = None) -> bytes | None: ...
+
+
+def table_key(session_id: str, suffix: str) -> str:
+    return f"{session_id}{SEP}{suffix}"
+
+
+def digest(raw: bytes) -> str:
+    return base64.b64encode(hashlib.blake2b(raw, digest_size=12).digest()).decode("ascii")
+
+
+@dataclass(slots=True)
+class FoldOutcome:
+    """What one record did. `writes` are table records to apply in order (None deletes);
+    `rejection` set means: park the record, change nothing."""
+
+    writes: dict[str, bytes | None] = field(default_factory=dict)
+    documents: list[IndexRecord] = field(default_factory=list)
+    rejection: InputRejected | None = None
+    duplicates: int = 0
+
+
+class FoldProcessor:
+    """Folds events-topic records into per-session state; keeps a decoded-state cache that is
+    validated against the table's meta record, so it never outlives a rebalance's changes."""
+
+    def __init__(self, *, max_event_bytes: int, cache_size: int = 4096) -> None:
+        self.max_event_bytes = max_event_bytes
+        self.cache_size = cache_size
+        self._cache: OrderedDict[str, tuple[bytes, SurfaceState]] = OrderedDict()
+        self.stats: Counter[str] = Counter()
+
+    def fold_record(self, view: StateView, key: bytes | None, value: bytes | None) -> FoldOutcome:
+        """Decide one record; never raises for bad input (it becomes `rejection`)."""
+        try:
+            outcome = self._fold(view, key, value)
+        except InputRejected as exc:
+            self.stats[f"rejected:{exc.code}"] += 1
+            return FoldOutcome(rejection=exc)
+        self.stats["duplicates"] += outcome.duplicates
+        return outcome
+
+    def _fold(self, view: StateView, key: bytes | None, value: bytes | None) -> FoldOutcome:
+        sid = _session_id(key)
+        decoded = decode_event_value(value, max_bytes=self.max_event_bytes)
+        if isinstance(decoded, DecodedHeader):
+            return self._fold_header(view, sid, decoded.header)
+        loaded = self._load(view, sid)
+        if loaded is None:
+            raise InputRejected(f"session {sid!r} has no header yet; the header record must come "
+                                "first", code=INGEST_MISSING_HEADER)
+        _meta, state = loaded
+        out = FoldOutcome()
+        for event in decoded.events:
+            raw = orjson.dumps(event) if decoded.packed else value
+            assert raw is not None
+            check_event_type(event)
+            seq = event["seq"]
+            mark = digest(raw)
+            if seq < state.next_seq:
+                self._check_duplicate(view, out, sid, seq, mark)
+                out.duplicates += 1
+                continue
+            if seq > state.next_seq:
+                raise InputRejected(f"seq {seq} is not contiguous; expected {state.next_seq}",
+                                    code=INGEST_SEQ_GAP)
+            try:
+                step = plan(state, event)
+            except FoldError as exc:
+                raise InputRejected(exc.message, code=INGEST_INVALID_SURFACE) from exc
+            state = step.state
+            for suffix, page in encode_step(step).items():
+                out.writes[table_key(sid, suffix)] = page
+            out.writes[table_key(sid, f"d{seq % DIGEST_WINDOW}")] = f"{seq}:{mark}".encode()
+            out.documents.append(event_record(sid, event, step))
+        if out.documents:
+            meta_key = table_key(sid, "m")  # re-inserted so the meta is written last
+            meta = out.writes.pop(meta_key)
+            assert meta is not None
+            out.writes[meta_key] = meta
+            self._remember(sid, meta, state)
+            self.stats["events"] += len(out.documents)
+        return out
+
+    def _fold_header(self, view: StateView, sid: str, header: dict[str, Any]) -> FoldOutcome:
+        if header["id"] != sid:
+            raise InputRejected(f"header id {header['id']!r} does not match the record key "
+                                f"{sid!r}", code=INGEST_SCHEMA_VIOLATION)
+        known = view.get(table_key(sid, "h"))
+        if known is not None:
+            if header_key_fields(orjson.loads(known)) != header_key_fields(header):
+                raise InputRejected(f"session {sid!r} already has a different header",
+                                    code=INGEST_HEADER_CONFLICT)
+            return FoldOutcome(duplicates=1)
+        empty = SurfaceState()
+        self.stats["headers"] += 1
+        meta = encode_meta(empty)
+        self._remember(sid, meta, empty)
+        return FoldOutcome(writes={table_key(sid, "h"): orjson.dumps(header),
+                                   table_key(sid, "m"): meta},
+                           documents=[HeaderRecord(sid, header)])
+
+    def _check_duplicate(self, view: StateView, out: FoldOutcome, sid: str, seq: int,
+                         mark: str) -> None:
+        slot_key = table_key(sid, f"d{seq % DIGEST_WINDOW}")
+        slot = out.writes.get(slot_key) or view.get(slot_key)
+        if slot is None:
+            self.stats["duplicates_unverified"] += 1
+            return
+        slot_seq, _, slot_mark = slot.decode("ascii").partition(":")
+        if int(slot_seq) != seq:
+            self.stats["duplicates_unverified"] += 1
+        elif slot_mark != mark:
+            raise InputRejected(f"seq {seq} was already accepted with different content",
+                                code=INGEST_DUPLICATE_CONFLICT)
+
+    def _load(self, view: StateView, sid: str) -> tuple[bytes, SurfaceState] | None:
+        meta = view.get(table_key(sid, "m"))
+        if meta is None:
+            return None
+        cached = self._cache.get(sid)
+        if cached is not None and cached[0] == meta:
+            self._cache.move_to_end(sid)
+            return cached
+        try:
+            count = int(orjson.loads(meta)["p"])
+            records: dict[str, bytes] = {"m": meta}
+            for i in range(count):
+                page = view.get(table_key(sid, f"p{i}"))
+                if page is not None:
+                    records[f"p{i}"] = page
+            state = _drop_torn_nodes(decode_state(records))
+        except (FoldError, KeyError, ValueError, TypeError) as exc:
+            raise InputRejected(f"fold state of session {sid!r} is unreadable: {exc}",
+                                code=STATE_CORRUPT) from None
+        self._remember(sid, meta, state)
+        return meta, state
+
+    def _remember(self, sid: str, meta: bytes, state: SurfaceState) -> None:
+        self._cache[sid] = (meta, state)
+        self._cache.move_to_end(sid)
+        while len(self._cache) > self.cache_size:
+            self._cache.popitem(last=False)
+
+
+def _session_id(key: bytes | None) -> str:
+    if not key:
+        raise InputRejected("record key must be the session id", code=INGEST_SCHEMA_VIOLATION)
+    try:
+        sid = key.decode("utf-8")
+    except UnicodeDecodeError:
+        raise InputRejected("record key is not UTF-8", code=INGEST_SCHEMA_VIOLATION) from None
+    if SEP in sid:
+        raise InputRejected("record key must not contain NUL", code=INGEST_SCHEMA_VIOLATION)
+    return sid
+
+
+def _drop_torn_nodes(state: SurfaceState) -> SurfaceState:
+    """Undo a torn append: pages are written before the meta, so a crash in between leaves a
+    node the meta does not count yet; the redelivered event will append it again."""
+    if all(n.seq < state.next_seq for page in state.pages for n in page):
+        return state
+    pages = tuple(tuple(n for n in page if n.seq < state.next_seq) for page in state.pages)
+    return SurfaceState(state.next_seq, state.generation, tuple(p for p in pages if p))
+
+
+class Overlay:
+    """Pending writes over a table, for batch processing: reads see earlier records' writes;
+    `drain` yields each key's final value once, meta records last (the commit point)."""
+
+    def __init__(self, table: StateView) -> None:
+        self.table = table
+        self.pending: dict[str, bytes | None] = {}
+
+    def get(self, key: str, default: None = None) -> bytes | None:
+        if key in self.pending:
+            return self.pending[key]
+        return self.table.get(key)
+
+    def put(self, writes: Mapping[str, bytes | None]) -> None:
+        self.pending.update(writes)
+
+    def drain(self) -> Iterator[tuple[str, bytes | None]]:
+        metas = [(k, v) for k, v in self.pending.items() if k.endswith(SEP + "m")]
+        yield from ((k, v) for k, v in self.pending.items() if not k.endswith(SEP + "m"))
+        yield from metas
+        self.pending.clear()

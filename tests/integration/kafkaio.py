@@ -1,0 +1,108 @@
+"""Test support: produce to and read from topics with plain aiokafka, and run worker processes."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from brokers import Broker
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+
+
+async def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes, bytes]]) -> None:
+    """Send in order and wait for every ack (the default murmur2 partitioner, as faust uses)."""
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=2)
+    await producer.start()
+    try:
+        futures = [await producer.send(topic, value=value, key=key) for key, value in records]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+async def read_topic(bootstrap: str, topic: str, *, expect: int, timeout_s: float = 30.0,
+                     settle_s: float = 0.0, partitions: int = 4) -> list[Record]:
+    """Read `topic` from the beginning until `expect` records arrived (or the timeout), then
+    keep reading `settle_s` longer so unexpected extra records are seen too."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                fetch_max_wait_ms=50, auto_offset_reset="earliest")
+    await consumer.start()
+    out: list[Record] = []
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        settle_until: float | None = None
+        while loop.time() < deadline:
+            if len(out) >= expect and settle_until is None:
+                settle_until = loop.time() + settle_s
+            if settle_until is not None and loop.time() >= settle_until:
+                break
+            batches = await consumer.getmany(timeout_ms=100)
+            for tp, messages in batches.items():
+                out.extend(Record(tp.topic, tp.partition, m.offset, m.key, m.value)
+                           for m in messages)
+    finally:
+        await consumer.stop()
+    return out
+
+
+@dataclass
+class WorkerProcess:
+    """A `python -m streams.kafka.worker` subprocess and its log."""
+
+    process: subprocess.Popen[bytes]
+    log_path: Path
+    started: float = field(default_factory=time.monotonic)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 20.0) -> int:
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout=timeout_s)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=10)
+        return int(self.process.returncode)
+
+    def log_tail(self, chars: int = 4000) -> str:
+        return self.log_path.read_text(errors="replace")[-chars:]
+
+
+def worker_env(broker: Broker, settings_env: dict[str, Any]) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RECALL_")}
+    env.update({k: str(v) for k, v in settings_env.items()})
+    env["PYTHONPATH"] = str(REPO)
+    return env
+
+
+def start_worker(broker: Broker, settings_env: dict[str, Any], log_path: Path) -> WorkerProcess:
+    with log_path.open("ab") as log:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "streams.kafka.worker", "--broker-flavor", broker.flavor,
+             "--loglevel", "warning"],
+            cwd=REPO, env=worker_env(broker, settings_env), stdout=log,
+            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    return WorkerProcess(process, log_path)
