@@ -21,4 +21,5 @@ __all__ = [
     "optimize_shards",
     "search_shard",
     "shard_of",
+    "shard_stats",
 ]

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
+import copy
 import sqlite3
 import time
 import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
-
-import orjson
 
 from indexer.config import IndexConfig
 from indexer.cursor import decode_cursor, encode_cursor, fingerprint, require_generation
@@ -58,7 +57,7 @@ class QueryService(SessionReads):
             raise query_error(SEARCH_DISABLED, "session search is disabled (openAt: never)")
         if not isinstance(request, Mapping):
             raise query_error(INVALID_QUERY, "request must be an object")
-        req = orjson.loads(orjson.dumps(dict(request)))  # a deep copy: later caller edits don't leak
+        req = copy.deepcopy(dict(request))  # later caller edits must not leak into a queued request
         session_id = None
         if scope == "events":
             session_id = req.get("sessionId")

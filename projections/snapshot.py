@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import math
 import re
-from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from itertools import accumulate
 from typing import Any, Literal
 
 from projections.errors import SessionReferenceError
@@ -307,29 +305,38 @@ def omission_notice(omitted: int) -> str:
     return f"\n[… omitted {omitted} UTF-8 bytes …]"
 
 
+def _is_continuation(byte: int) -> bool:
+    return 0x80 <= byte < 0xC0
+
+
 def truncate_with_notice(text: str, max_bytes: int) -> tuple[str, int]:
     """Head+tail of `text` plus the omission notice, the largest that fits `max_bytes` UTF-8
     bytes, as (text, omitted bytes); ("", all bytes) when not even the notice fits."""
-    text = join_surrogate_pairs(text)
-    cumulative = [0, *accumulate(len(c.encode("utf-8", "surrogatepass")) for c in text)]
-    total = cumulative[-1]
+    encoded = join_surrogate_pairs(text).encode("utf-8", "surrogatepass")
+    total = len(encoded)
     if total <= max_bytes:
         return text, 0
-    best: tuple[str, int] = ("", total)
+    best: tuple[int, int, int] | None = None  # (head end, tail start, omitted)
     low, high = 0, max_bytes
     while low <= high:
         kept = (low + high) // 2
-        head = bisect_right(cumulative, (kept + 1) // 2) - 1  # code points that fit the head
-        tail = bisect_left(cumulative, total - kept // 2)  # first code point of the tail
-        omitted = cumulative[tail] - cumulative[head]
-        notice = omission_notice(omitted)
-        size = cumulative[head] + total - cumulative[tail] + len(notice.encode("utf-8"))
-        if size <= max_bytes:
-            best = (text[:head] + text[tail:] + notice, omitted)
+        head = (kept + 1) // 2
+        while _is_continuation(encoded[head]):  # back off to a code-point start
+            head -= 1
+        tail = total - kept // 2
+        while tail < total and _is_continuation(encoded[tail]):
+            tail += 1
+        omitted = tail - head
+        if head + total - tail + len(omission_notice(omitted).encode("utf-8")) <= max_bytes:
+            best = (head, tail, omitted)
             low = kept + 1
         else:
             high = kept - 1
-    return best
+    if best is None:
+        return "", total
+    head, tail, omitted = best
+    kept_text = (encoded[:head] + encoded[tail:]).decode("utf-8", "surrogatepass")
+    return kept_text + omission_notice(omitted), omitted
 
 
 def _budget_exceeded(session_id: str, max_bytes: int) -> SessionReferenceError:
@@ -339,20 +346,22 @@ def _budget_exceeded(session_id: str, max_bytes: int) -> SessionReferenceError:
         hint="raise maxReferenceBytes or reference fewer/shorter sessions")
 
 
-def _drop_oldest(slots: list[_Slot], skeleton: int, max_bytes: int) -> tuple[int, int]:
-    """Step 1: drop the oldest unit that is neither a checkpoint nor the newest; returns
-    (messages dropped, their full original UTF-8 bytes)."""
+def _drop_oldest(slots: list[_Slot], skeleton: int, max_bytes: int) -> tuple[list[_Slot], int, int]:
+    """Step 1: while over budget, drop the oldest unit that is neither a checkpoint nor the
+    newest; returns (kept slots, messages dropped, their full original UTF-8 bytes).
+    One pass suffices: dropping a unit never changes which of the later ones may be dropped."""
+    size = _object_bytes(skeleton, slots)
+    newest = len(slots) - 1
+    kept: list[_Slot] = []
     dropped = dropped_bytes = 0
-    while _object_bytes(skeleton, slots) > max_bytes:
-        newest = len(slots) - 1
-        index = next((i for i, s in enumerate(slots)
-                      if not s.unit.is_checkpoint and i != newest), None)
-        if index is None:
-            break
-        removed = slots.pop(index)
-        dropped += 1
-        dropped_bytes += utf8_length(removed.unit.text)
-    return dropped, dropped_bytes
+    for index, slot in enumerate(slots):
+        if size > max_bytes and not slot.unit.is_checkpoint and index != newest:
+            size -= slot.item_bytes + 1  # the item and its comma: the newest always remains
+            dropped += 1
+            dropped_bytes += utf8_length(slot.unit.text)
+        else:
+            kept.append(slot)
+    return kept, dropped, dropped_bytes
 
 
 def _truncate_longest(slots: list[_Slot], skeleton: int, max_bytes: int, session_id: str) -> None:
@@ -377,7 +386,7 @@ def retain_units(units: Sequence[Unit], *, session_id: str, label: str, cwd: str
     skeleton = len(stringify_tag_safe_json(
         data_object(session_id, label, cwd, captured_through_seq, [])).encode("utf-8"))
     slots = [_slot(u, u.text, 0) for u in units]
-    dropped, dropped_bytes = _drop_oldest(slots, skeleton, max_bytes)
+    slots, dropped, dropped_bytes = _drop_oldest(slots, skeleton, max_bytes)
     _truncate_longest(slots, skeleton, max_bytes, session_id)
     return Retention(
         conversation=tuple((s.unit.role, s.text) for s in slots),

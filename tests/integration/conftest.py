@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from streams.settings import Settings
-from brokers import Broker, selected_brokers, start_broker, stop_broker
-from kafkaio import WorkerProcess, start_worker
+from tests.integration.brokers import Broker, selected_brokers, start_broker, stop_broker
+from tests.integration.kafkaio import WorkerProcess, start_worker
 
 SHARDS = 4
 

@@ -15,7 +15,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from brokers import Broker
+from tests.integration.brokers import Broker
 
 REPO = Path(__file__).resolve().parents[2]
 

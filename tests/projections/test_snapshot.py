@@ -302,24 +302,47 @@ def test_a_single_long_unit_is_truncated_to_fit_the_budget() -> None:
     assert provenance["truncated"] is True and provenance["omittedMessages"] == 0
 
 
-def test_checkpoint_and_newest_unit_survive_and_are_truncated_last() -> None:
+def test_checkpoint_and_newest_unit_survive_dropping() -> None:
     log = [user(0, "early " * 100), assistant(1, "reply " * 100),
-           checkpoint(2, "SUMMARY " * 200, 0, 1, [0, 1]), user(3, "middle " * 100),
-           assistant(4, "newest " * 200)]
-    data, provenance = _snapshot(log, 1200)
-    texts = [item["text"] for item in data["conversation"]]
-    assert len(texts) == 2
-    assert texts[0].startswith("SUMMARY") and texts[1].startswith("newest")
+           checkpoint(2, "SUMMARY " * 50, 0, 1, [0, 1]), user(3, "middle " * 100),
+           assistant(4, "older " * 100), user(5, "newest " * 50)]
+    data, provenance = _snapshot(log, 1000)
+    assert [item["text"] for item in data["conversation"]] == ["SUMMARY " * 50, "newest " * 50]
     assert provenance["compacted"] is True
-    assert provenance["omittedMessages"] == 1  # only "middle": the rest was shadowed already
-    assert _size(data) <= 1200
+    # "early"/"reply" were shadowed by compaction, so only two surface units were dropped
+    assert (provenance["originalMessages"], provenance["omittedMessages"]) == (4, 2)
+    assert provenance["omittedBytes"] == 700 + 600
+    assert _size(data) <= 1000
 
 
-def test_escapes_count_toward_the_budget() -> None:
-    # every "<" costs 6 bytes once serialized, so truncation must iterate past the raw target
-    data, _ = _snapshot([user(0, "<" * 2000)], 800)
-    assert _size(data) <= 800
-    assert data["conversation"][0]["text"].startswith("<<<")
+def test_the_largest_unit_absorbs_the_whole_overflow_even_a_checkpoint() -> None:
+    units = _units(("user", "S" * 1600, True), ("assistant", "n" * 1400, False))
+    kept = _retain(units, 1200)
+    # target = max(0, 1600 - overflow) is 0: the checkpoint is emptied, not dropped
+    assert kept.conversation[0] == ("user", "")
+    assert kept.conversation[1][1].startswith("n") and "omitted" in kept.conversation[1][1]
+    assert kept.retained_messages == 2 and kept.omitted_messages == 0
+    assert _size(data_object("src", "Source", None, 9, kept.conversation)) <= 1200
+
+
+def test_truncation_iterates_when_escapes_cluster_in_the_kept_ends(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import projections.snapshot as snapshot
+
+    targets: list[int] = []
+
+    def spy(text: str, max_bytes: int) -> tuple[str, int]:
+        targets.append(max_bytes)
+        return truncate_with_notice(text, max_bytes)
+
+    monkeypatch.setattr(snapshot, "truncate_with_notice", spy)
+    original = "<" * 200 + "a" * 2000 + "<" * 200
+    budget = _size(data_object("src", "Source", None, 9, [])) + 3000
+    kept = _retain(_units(("user", original, False)), budget)
+    text = kept.conversation[0][1]
+    assert len(targets) >= 2 and targets == sorted(targets, reverse=True)
+    assert text.startswith("<<<") and text.endswith(omission_notice(kept.omitted_bytes))
+    assert _size(data_object("src", "Source", None, 9, kept.conversation)) <= budget
 
 
 def test_tiny_budget_fails_closed() -> None:

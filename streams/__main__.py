@@ -1,0 +1,5 @@
+"""`python -m streams` → the recall CLI."""
+
+from streams.cli import main
+
+main()

@@ -1,0 +1,196 @@
+"""Entry point for Python callers: `Recall`, one API over the embedded or the Kafka runtime."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from indexer import QueryService
+from projections.errors import SessionQueryError
+from streams.embedded import EmbeddedRuntime
+from streams.ingest import IngestReport
+from streams.operations import dispatch
+from streams.reference import ReferenceService
+from streams.settings import Settings
+
+_CAMEL = {"session_filters": "sessionFilters", "event_filters": "eventFilters",
+          "session_id": "sessionId"}
+
+
+def build_request(query: str | None, request: Mapping[str, Any] | None,
+                  **kwargs: Any) -> dict[str, Any]:
+    """A spec request (camelCase) from a request dict and/or snake_case keyword arguments."""
+    out: dict[str, Any] = dict(request or {})
+    if query is not None:
+        out["query"] = query
+    for key, value in kwargs.items():
+        if value is not None:
+            out[_CAMEL.get(key, key)] = value
+    return out
+
+
+def importer_options() -> dict[str, Any]:
+    """The foreign-format importers and their detector, for the ingest edge."""
+    from streams import importers
+
+    return {"importers": getattr(importers, "IMPORTERS", {}),
+            "detect": getattr(importers, "detect_format", None)}
+
+
+class EmbeddedBackend:
+    """Operations over the embedded runtime, in-process."""
+
+    def __init__(self, settings: Settings, **runtime_options: Any) -> None:
+        self.runtime = EmbeddedRuntime(settings, **runtime_options)
+        self._query = QueryService(self.runtime.shards)
+        self._reference = ReferenceService(
+            self._query, self._append, max_references=settings.max_references,
+            max_reference_bytes=settings.max_reference_bytes,
+            candidate_limit=settings.candidate_limit)
+
+    def query(self) -> QueryService:
+        return self._query
+
+    def reference(self) -> ReferenceService:
+        return self._reference
+
+    def _append(self, session_id: str, events: Sequence[Mapping[str, Any]]) -> list[int]:
+        stored = self.runtime.store.load(session_id)
+        if stored is None:
+            raise SessionQueryError(f"session {session_id!r} not found",
+                                    code="SESSION_QUERY_SESSION_NOT_FOUND")
+        base = stored.state.next_seq
+        numbered = [{"type": e["type"], "seq": base + i, "time": e["time"], "data": e["data"],
+                     "surfaceOp": e["surfaceOp"]} for i, e in enumerate(events)]
+        return self.runtime.append_events(stored.header, numbered)
+
+    def call(self, op: str, args: Mapping[str, Any]) -> Any:
+        return dispatch(self, op, args)
+
+    def ingest(self, paths: Sequence[Path], *, fmt: str = "auto",
+               progress: Callable[[int, int], None] | None = None) -> IngestReport:
+        return self.runtime.ingest(paths, fmt=fmt, progress=progress)
+
+    def close(self) -> None:
+        self._query.close()
+        self.runtime.close()
+
+
+class Recall:
+    """Search and reference over session logs. `Recall.open(dir)` runs embedded (no Kafka);
+    `Recall.connect("kafka://host:port")` talks to query workers over the request topic."""
+
+    def __init__(self, backend: Any, settings: Settings) -> None:
+        self.backend = backend
+        self.settings = settings
+
+    @classmethod
+    def open(cls, data_dir: str | Path | None = None, *, settings: Settings | None = None,
+             **overrides: Any) -> Recall:
+        base = settings or Settings()
+        changes = dict(overrides)
+        if data_dir is not None:
+            changes["data_dir"] = Path(data_dir)
+        resolved = base.model_copy(update=changes) if changes else base
+        return cls(EmbeddedBackend(resolved, **importer_options()), resolved)
+
+    @classmethod
+    def connect(cls, broker_url: str, *, settings: Settings | None = None,
+                **overrides: Any) -> Recall:
+        from streams.kafka.client import KafkaBackend
+
+        resolved = (settings or Settings()).model_copy(update={"broker": broker_url, **overrides})
+        return cls(KafkaBackend(resolved), resolved)
+
+    def close(self) -> None:
+        self.backend.close()
+
+    def __enter__(self) -> Recall:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    # --- writes -------------------------------------------------------------------------------
+
+    def ingest(self, paths: Sequence[str | Path], *, fmt: str = "auto",
+               progress: Callable[[int, int], None] | None = None) -> IngestReport:
+        report: IngestReport = self.backend.ingest([Path(p) for p in paths], fmt=fmt,
+                                                   progress=progress)
+        return report
+
+    # --- search (SPEC 3) ----------------------------------------------------------------------
+
+    def search_sessions(self, query: str | None = None, *,
+                        request: Mapping[str, Any] | None = None, now_ms: int | None = None,
+                        **kwargs: Any) -> dict[str, Any]:
+        """`{items: [{header, live, persisted, bestMatch}], nextCursor?}`."""
+        args: dict[str, Any] = {"request": build_request(query, request, **kwargs)}
+        if now_ms is not None:
+            args["nowMs"] = now_ms
+        return dict(self.backend.call("search_sessions", args))
+
+    def search_events(self, session_id: str | None = None, query: str | None = None, *,
+                      request: Mapping[str, Any] | None = None, **kwargs: Any) -> dict[str, Any]:
+        """`{session, items: [hit], nextCursor?}` within one session."""
+        req = build_request(query, request, **kwargs)
+        if session_id is not None:
+            req["sessionId"] = session_id
+        return dict(self.backend.call("search_events", {"request": req}))
+
+    # --- reads (SPEC 3.1) ---------------------------------------------------------------------
+
+    def list_sessions(self) -> list[dict[str, Any]]:
+        return list(self.backend.call("list_sessions", {}))
+
+    def read_session(self, session_id: str) -> dict[str, Any]:
+        return dict(self.backend.call("read_session", {"sessionId": session_id}))
+
+    def read_surface(self, session_id: str) -> dict[str, Any]:
+        return dict(self.backend.call("read_surface", {"sessionId": session_id}))
+
+    def read_event(self, session_id: str, seq: int, *, before: int = 0,
+                   after: int = 0) -> dict[str, Any]:
+        return dict(self.backend.call("read_event", {"sessionId": session_id, "seq": seq,
+                                                     "before": before, "after": after}))
+
+    def trace_event(self, session_id: str, seq: int) -> dict[str, Any]:
+        return dict(self.backend.call("trace_event", {"sessionId": session_id, "seq": seq}))
+
+    def trace_session(self, session_id: str) -> dict[str, Any]:
+        return dict(self.backend.call("trace_session", {"sessionId": session_id}))
+
+    def filter_sessions(self, filters: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+        return list(self.backend.call("filter_sessions", {"filters": list(filters)}))
+
+    def filter_events(self, session_id: str,
+                      filters: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        return dict(self.backend.call("filter_events", {"sessionId": session_id,
+                                                        "filters": list(filters)}))
+
+    # --- references (SPEC 4) ------------------------------------------------------------------
+
+    def prepare_reference(self, target_session_id: str, message: str | None = None, *,
+                          references: Sequence[Mapping[str, Any]] = (),
+                          content: Sequence[Mapping[str, Any]] | None = None,
+                          dry_run: bool = False, message_id: str | None = None) -> dict[str, Any]:
+        """`{content, additionalContext?, appended?}`: appends [context, readable] unless dry."""
+        args: dict[str, Any] = {"targetSessionId": target_session_id,
+                                "references": [dict(r) for r in references], "dryRun": dry_run}
+        if content is not None:
+            args["content"] = [dict(b) for b in content]
+        else:
+            args["message"] = message if message is not None else ""
+        if message_id is not None:
+            args["messageId"] = message_id
+        return dict(self.backend.call("prepare_reference", args))
+
+    def list_candidates(self, target_session_id: str, query: str = "",
+                        limit: int | None = None) -> list[dict[str, Any]]:
+        args: dict[str, Any] = {"targetSessionId": target_session_id, "query": query}
+        if limit is not None:
+            args["limit"] = limit
+        return list(self.backend.call("list_candidates", args))

@@ -1,0 +1,382 @@
+"""Ingest edge: Claude Code project JSONL → native session logs (main chain and sidechains).
+
+Records are mapped in file order, so importing a grown file yields the earlier events as an exact
+prefix. The parentUuid DAG is honoured without look-ahead: a record that forks from an earlier
+point (a rewind/redo) replaces the abandoned span of the surface, so the abandoned records stay in
+the log as `shadowed` instead of being merged into what the model saw. Parallel tool calls (sibling
+lines of one API message, tool results hanging off their tool_use line) are not forks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from projections.errors import INGEST_SCHEMA_VIOLATION
+from projections.logformat import Rejection, decompress
+from streams.importers.claude_blocks import (
+    as_blocks,
+    assistant_block,
+    error_code,
+    result_content,
+    result_text,
+    user_block,
+    user_source,
+)
+from streams.importers.claude_route import PREFIX, Route, header_for, main_id, route
+from streams.importers.common import (
+    Emitter,
+    ImportedSession,
+    SourceLine,
+    iso_ms,
+    orphan_session,
+    read_lines,
+)
+from streams.importers.turns import TurnClock
+
+#: What Claude Code puts in place of a microcompacted tool result.
+CLEARED = "[Old tool result content cleared]"
+TITLE_TYPES = {"custom-title": "customTitle", "ai-title": "aiTitle"}
+
+
+@dataclass(slots=True)
+class _Pending:
+    """A compact_boundary waiting for its isCompactSummary user record."""
+
+    compaction_id: str
+    start_seq: int | None
+    span: list[int]
+    meta: dict[str, Any]
+    turn: int | None
+
+
+class _SessionMapper:
+    """Maps one session's records, in file order, to events through an Emitter."""
+
+    def __init__(self, created_at: int) -> None:
+        self.em = Emitter()
+        self.time = created_at
+        self.clock = TurnClock()
+        self.calls: dict[str, tuple[int, int]] = {}
+        self.results: dict[str, int] = {}
+        self.anchor: dict[str, int | None] = {}
+        self.tip: str | None = None
+        self.last_surface: int | None = None
+        self.pending: _Pending | None = None
+        self.titles: set[tuple[Any, Any]] = set()
+        self.model = "unknown"
+
+    # --- dispatch -------------------------------------------------------------------------
+
+    def feed(self, line: SourceLine) -> None:
+        value = line.value
+        self.time = iso_ms(value.get("timestamp")) or self.time
+        kind = value["type"]
+        if kind in ("user", "assistant") and self.pending is not None \
+                and not value.get("isCompactSummary"):
+            self._close_pending(line, "compact boundary without an isCompactSummary record")
+        if kind == "user":
+            self._user(line, value)
+        elif kind == "assistant":
+            self._assistant(line, value)
+        elif kind == "system" and value.get("subtype") == "compact_boundary":
+            self._compact_start(line, value)
+        elif kind == "system" and value.get("subtype") == "microcompact_boundary":
+            self._microcompact(line, value)
+        elif kind == "summary":
+            self._summary(line, value)
+        elif kind in TITLE_TYPES:
+            self._title(line, value)
+        else:
+            self._log_only(line, f"{PREFIX}/{kind}", {})
+        uuid = value.get("uuid")
+        if isinstance(uuid, str):
+            self.anchor[uuid] = self.last_surface
+            self.tip = uuid
+
+    def _log_only(self, line: SourceLine, kind: str, data: dict[str, Any]) -> int | None:
+        return self.em.emit(line, kind, self.time, data)
+
+    def _surface(self, line: SourceLine, kind: str, data: dict[str, Any],
+                 fork: list[int]) -> int | None:
+        """Emit a surface event; the first one of a forking record replaces the abandoned span."""
+        if fork and set(fork) <= set(self.em.nodes()):
+            op: Any = {"op": "replace", "start": fork[0], "end": fork[-1]}
+            seq = self.em.emit(line, kind, self.time, data, op=op, sources=list(fork))
+            fork.clear()
+        else:
+            seq = self.em.emit(line, kind, self.time, data, op="append")
+        if seq is not None:
+            self.last_surface = seq
+        return seq
+
+    # --- the DAG --------------------------------------------------------------------------
+
+    def _fork_span(self, value: dict[str, Any]) -> list[int]:
+        """Current surface nodes made after this record's parent, when the record branches off
+        an earlier point; [] when it continues the active chain."""
+        parent = value.get("parentUuid")
+        if not isinstance(parent, str) or parent == self.tip or parent not in self.anchor:
+            return []
+        if self._is_companion(value):
+            return []
+        nodes = self.em.nodes()
+        anchor = self.anchor[parent]
+        if anchor is None:
+            return list(nodes)
+        if anchor not in nodes:
+            return []  # the parent is itself off the surface: nothing current to abandon
+        return nodes[nodes.index(anchor) + 1:]
+
+    def _is_companion(self, value: dict[str, Any]) -> bool:
+        """Parallel tool use: another line of the same API message, or tool results only."""
+        message = value.get("message")
+        if not isinstance(message, dict):
+            return True
+        if value["type"] == "assistant":
+            return message.get("id") is not None and message.get("id") == self.clock_message
+        blocks = as_blocks(message.get("content"))
+        return bool(blocks) and all(isinstance(b, dict) and b.get("type") == "tool_result"
+                                    for b in blocks)
+
+    @property
+    def clock_message(self) -> str | None:
+        return self._api_message
+
+    _api_message: str | None = None
+
+    # --- user / assistant -----------------------------------------------------------------
+
+    def _message(self, line: SourceLine, value: dict[str, Any]) -> dict[str, Any] | None:
+        message = value.get("message")
+        if not isinstance(message, dict) or "content" not in message:
+            self.em.reject(line, INGEST_SCHEMA_VIOLATION,
+                           f"{value['type']} record without message.content")
+            return None
+        return message
+
+    def _user(self, line: SourceLine, value: dict[str, Any]) -> None:
+        if value.get("isCompactSummary") is True:
+            self._compact_summary(line, value)
+            return
+        message = self._message(line, value)
+        if message is None:
+            return
+        fork = self._fork_span(value)
+        pending: list[Any] = []
+        results = 0
+        for block in as_blocks(message.get("content")):
+            if isinstance(block, dict) and block.get("type") == "tool_result":
+                self._flush_user(line, value, pending, fork)
+                pending = []
+                self._tool_result(line, value, block, results, fork)
+                results += 1
+            else:
+                pending.append(block)
+        self._flush_user(line, value, pending, fork)
+
+    def _flush_user(self, line: SourceLine, value: dict[str, Any], blocks: list[Any],
+                    fork: list[int]) -> None:
+        if not blocks:
+            return
+        source = user_source(value, blocks)
+        if source["kind"] == "user":
+            self.clock.prompt()
+            self._api_message = None
+        data = {"id": str(value.get("uuid", f"line-{line.number}")), "role": "user",
+                "source": source, "content": [user_block(b) for b in blocks]}
+        self._surface(line, "user/message", data, fork)
+
+    def _tool_result(self, line: SourceLine, value: dict[str, Any], block: dict[str, Any],
+                     index: int, fork: list[int]) -> None:
+        call_id = str(block.get("tool_use_id", ""))
+        turn, step = self.calls.get(call_id, (self.clock.turn, self.clock.step))
+        is_error = block.get("is_error") is True
+        uuid = str(value.get("uuid", f"line-{line.number}"))
+        part = {"type": "tool-result", "toolCallId": call_id,
+                "content": result_content(block.get("content")), "isError": is_error}
+        data: dict[str, Any] = {"turn": turn, "step": step, "message": {
+            "id": uuid if index == 0 else f"{uuid}#{index}", "role": "tool", "content": [part]}}
+        if is_error:
+            data["error"] = {"name": "ToolError",
+                             "code": error_code(block, value.get("toolUseResult"))}
+        seq = self._surface(line, "tool/result", data, fork)
+        if seq is not None:
+            self.results[call_id] = seq
+
+    def _assistant(self, line: SourceLine, value: dict[str, Any]) -> None:
+        message = self._message(line, value)
+        if message is None:
+            return
+        fork = self._fork_span(value)
+        api_id = message.get("id") if isinstance(message.get("id"), str) else None
+        first = self.clock.assistant(api_id)
+        self._api_message = api_id
+        if isinstance(message.get("model"), str) and message["model"] != "<synthetic>":
+            self.model = message["model"]
+        blocks = [assistant_block(b) for b in as_blocks(message.get("content"))]
+        data: dict[str, Any] = {"turn": self.clock.turn, "step": self.clock.step, "message": {
+            "id": str(value.get("uuid", f"line-{line.number}")), "role": "assistant",
+            "content": blocks}}
+        # Every line of one API response repeats `usage`; keep it once so sums stay right.
+        if first and isinstance(message.get("usage"), dict):
+            data["usage"] = message["usage"]
+        self._surface(line, "assistant/message", data, fork)
+        for block in blocks:
+            if isinstance(block, dict) and block.get("type") == "tool-call":
+                self._tool_call(line, block)
+
+    def _tool_call(self, line: SourceLine, block: dict[str, Any]) -> None:
+        call_id = str(block["toolCallId"])
+        self.calls[call_id] = (self.clock.turn, self.clock.step)
+        self._log_only(line, "tool/call", {"turn": self.clock.turn, "step": self.clock.step,
+                                           "callId": call_id, "name": block["name"],
+                                           "arguments": block["arguments"]})
+
+    # --- compaction -----------------------------------------------------------------------
+
+    def _compact_start(self, line: SourceLine, value: dict[str, Any]) -> None:
+        if self.pending is not None:
+            self._close_pending(line, "a second compact boundary arrived before the summary")
+        meta = value.get("compactMetadata") if isinstance(value.get("compactMetadata"),
+                                                          dict) else {}
+        cid = f"{PREFIX}:{value.get('uuid', line.number)}"
+        turn = None if meta.get("trigger") == "manual" else self.clock.turn
+        seq = self._log_only(line, "compaction/start", {"compactionId": cid, "turn": turn})
+        self.pending = _Pending(cid, seq, list(self.em.nodes()), meta, turn)
+
+    def _compact_summary(self, line: SourceLine, value: dict[str, Any]) -> None:
+        pending = self.pending or _Pending(f"{PREFIX}:{value.get('uuid', line.number)}", None,
+                                           list(self.em.nodes()), {}, self.clock.turn)
+        self.pending = None
+        message = value.get("message")
+        content = message.get("content") if isinstance(message, dict) else None
+        text = result_text(content)
+        nodes = self.em.nodes()
+        span = [s for s in nodes if s in set(pending.span)]
+        shadowed = nodes[nodes.index(span[0]):nodes.index(span[-1]) + 1] if span else []
+        summary_seq = self._log_only(line, "compaction/summary", {
+            "compactionId": pending.compaction_id, "summary": text,
+            "shadowedRange": {"start": shadowed[0], "end": shadowed[-1]} if shadowed else None,
+            "shadowedSeqs": shadowed,
+            "shadowedTokenCount": int(pending.meta.get("preTokens") or 0),
+            "provider": "anthropic", "model": self.model,
+            "trigger": pending.meta.get("trigger")})
+        cited = [s for s in (pending.start_seq, summary_seq) if s is not None] + shadowed
+        data = {"id": str(value.get("uuid", f"line-{line.number}")), "role": "user",
+                "source": {"kind": "plugin", "plugin": "compact",
+                           "compactionId": pending.compaction_id},
+                "content": [user_block(b) for b in as_blocks(content)]}
+        op: Any = {"op": "replace", "start": shadowed[0], "end": shadowed[-1]} if shadowed \
+            else "append"
+        seq = self.em.emit(line, "user/message", self.time, data, op=op,
+                           sources=cited or None)
+        if seq is not None:
+            self.last_surface = seq
+        self._log_only(line, "compaction/end", {"compactionId": pending.compaction_id,
+                                                "turn": pending.turn})
+
+    def _close_pending(self, line: SourceLine, error: str) -> None:
+        assert self.pending is not None
+        self._log_only(line, "compaction/end", {"compactionId": self.pending.compaction_id,
+                                                "turn": self.pending.turn, "error": error})
+        self.pending = None
+
+    def _microcompact(self, line: SourceLine, value: dict[str, Any]) -> None:
+        """Each listed tool result still on the surface is rewritten to the cleared placeholder:
+        `compaction/prune`, then a tool/result replacing exactly that result (SPEC 1.3)."""
+        self._log_only(line, f"{PREFIX}/system", {})
+        meta = value.get("microcompactMetadata")
+        meta = meta if isinstance(meta, dict) else {}
+        ids = [i for i in meta.get("compactedToolIds") or [] if isinstance(i, str)]
+        nodes = set(self.em.nodes())
+        found = [(i, self.results[i]) for i in ids if self.results.get(i) in nodes]
+        sizes = [len(result_text(self._result_part(seq).get("content"))) for _, seq in found]
+        saved = int(meta.get("tokensSaved") or 0)
+        cid = f"{PREFIX}:{value.get('uuid', line.number)}"
+        for (call_id, seq), size in zip(found, sizes, strict=True):
+            # The source measures only the total; share it out by each result's length.
+            tokens = saved * size // sum(sizes) if sum(sizes) else 0
+            self._log_only(line, "compaction/prune", {
+                "compactionId": cid, "toolCallId": call_id,
+                "shadowedRange": {"start": seq, "end": seq}, "shadowedSeqs": [seq],
+                "shadowedTokenCount": tokens})
+            self._rewrite_result(line, call_id, seq)
+
+    def _result_part(self, seq: int) -> dict[str, Any]:
+        part = self.em.events[seq]["data"]["message"]["content"][0]
+        return part if isinstance(part, dict) else {}
+
+    def _rewrite_result(self, line: SourceLine, call_id: str, seq: int) -> None:
+        data = self.em.events[seq]["data"]
+        message = data["message"]
+        part = {**message["content"][0], "content": CLEARED}
+        rewritten = {**data, "message": {**message, "content": [part, *message["content"][1:]]}}
+        op = {"op": "replace", "start": seq, "end": seq}
+        new = self.em.emit(line, "tool/result", self.time, rewritten, op=op, sources=[seq],
+                           with_raw=False)
+        if new is not None:
+            self.results[call_id] = new
+            if self.last_surface == seq:
+                self.last_surface = new
+
+    # --- titles ---------------------------------------------------------------------------
+
+    def _summary(self, line: SourceLine, value: dict[str, Any]) -> None:
+        """A `summary` titles this session only when its leaf is a record already seen here;
+        most point at other files' leaves, and older builds repeat them (kept, not titled)."""
+        key = (value.get("summary"), value.get("leafUuid"))
+        fresh = key not in self.titles
+        self.titles.add(key)
+        if fresh and key[1] in self.anchor and isinstance(key[0], str):
+            self._log_only(line, "session/title", {"title": key[0], "leafUuid": key[1]})
+        else:
+            self._log_only(line, f"{PREFIX}/summary", {"duplicate": not fresh})
+
+    def _title(self, line: SourceLine, value: dict[str, Any]) -> None:
+        title = value.get(TITLE_TYPES[value["type"]], value.get("title"))
+        if isinstance(title, str):
+            self._log_only(line, "session/title", {"title": title, "via": value["type"]})
+        else:
+            self._log_only(line, f"{PREFIX}/{value['type']}", {})
+
+
+def import_claude_code(data: bytes, source_name: str) -> list[ImportedSession]:
+    """One Claude Code JSONL file → its sessions: the main chain first, then each sidechain run
+    (own session, `parentSession` = the main one). Unreadable lines are rejections of the first
+    session (or of a header-only placeholder when the file has no session yet)."""
+    unreadable: list[Rejection] = []
+    lines: list[SourceLine] = []
+    for item in read_lines(decompress(data)):
+        (unreadable if isinstance(item, Rejection) else lines).append(item)  # type: ignore[arg-type]
+    routes = route(lines)
+    main = main_id(routes, source_name)
+    sessions: list[ImportedSession] = []
+    for r in routes:
+        header = header_for(r, main)
+        if header is None:
+            unreadable.extend(Rejection(ln.number, INGEST_SCHEMA_VIOLATION,
+                                        "no timestamped record names this session yet", ln.raw)
+                              for ln in r.lines)
+            continue
+        sessions.append(_map_route(r, header))
+    return _attach(sessions, unreadable, source_name)
+
+
+def _map_route(r: Route, header: dict[str, Any]) -> ImportedSession:
+    mapper = _SessionMapper(int(header["createdAt"]))
+    for line in r.lines:
+        mapper.feed(line)
+    return ImportedSession(header, mapper.em.events, mapper.em.rejections)
+
+
+def _attach(sessions: list[ImportedSession], unreadable: list[Rejection],
+            source_name: str) -> list[ImportedSession]:
+    if not unreadable:
+        return sessions
+    unreadable.sort(key=lambda r: r.line)
+    if not sessions:
+        return [orphan_session(PREFIX, source_name, unreadable)]
+    first = sessions[0]
+    merged = sorted([*first.rejections, *unreadable], key=lambda r: r.line)
+    return [ImportedSession(first.header, first.events, merged), *sessions[1:]]

@@ -1,0 +1,151 @@
+"""Ingest edge: the importers' shared result type, source-line reader and fold-checked event emitter."""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any, NamedTuple
+
+import orjson
+
+from projections.errors import (
+    INGEST_INVALID_UTF8,
+    INGEST_MALFORMED_JSON,
+    INGEST_SCHEMA_VIOLATION,
+    InputRejected,
+)
+from projections.events import KNOWN_EVENT_TYPES, parse_event
+from projections.logformat import LogBuilder, Rejection, split_lines
+
+
+class ImportedSession(NamedTuple):
+    """One native session made from a foreign file: header, events (seq from 0), parked lines.
+
+    A NamedTuple so the ingest edge can unpack it as `(header, events, rejections)`."""
+
+    header: dict[str, Any]
+    events: list[dict[str, Any]]
+    rejections: list[Rejection]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceLine:
+    """One parsed line of a foreign file: 1-based line number, original bytes, decoded object."""
+
+    number: int
+    raw: bytes
+    value: dict[str, Any]
+
+
+def read_lines(data: bytes) -> Iterator[SourceLine | Rejection]:
+    """Each non-blank line as a SourceLine, or a Rejection when it is not a JSON object."""
+    last = data.count(b"\n") + 1
+    truncated = not data.endswith(b"\n")
+    for number, line in split_lines(data):
+        try:
+            line.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield Rejection(number, INGEST_INVALID_UTF8, f"invalid UTF-8: {exc}", line)
+            continue
+        try:
+            value = orjson.loads(line)
+        except orjson.JSONDecodeError as exc:
+            # A writer that is still appending leaves a partial last line; say so, it may heal.
+            where = "truncated last line" if truncated and number == last else "malformed JSON"
+            yield Rejection(number, INGEST_MALFORMED_JSON, f"{where}: {exc}", line)
+            continue
+        if not isinstance(value, dict) or not isinstance(value.get("type"), str) \
+                or not value["type"]:
+            yield Rejection(number, INGEST_SCHEMA_VIOLATION,
+                            "record is not a JSON object with a non-empty string `type`", line)
+            continue
+        yield SourceLine(number, line, value)
+
+
+def iso_ms(value: Any) -> int | None:
+    """ISO-8601 timestamp → epoch ms (naive means UTC); None when absent or unreadable."""
+    if not isinstance(value, str) or not value:
+        return None
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=UTC)
+    # Integer arithmetic on the timedelta: float timestamps can be off by one millisecond.
+    delta = parsed - datetime(1970, 1, 1, tzinfo=UTC)
+    return (delta.days * 86_400_000 + delta.seconds * 1000 + delta.microseconds // 1000)
+
+
+def make_header(session_id: str, created_at: int, *, cwd: Any = None,
+                parent: str | None = None, depth: int = 0) -> dict[str, Any]:
+    """A native header (SPEC 1.1); a cwd that is not absolute is left out, not rejected."""
+    header: dict[str, Any] = {"type": "session", "version": 0, "id": session_id,
+                              "createdAt": max(created_at, 0)}
+    if isinstance(cwd, str) and (cwd.startswith("/") or (len(cwd) >= 3 and cwd[1] == ":")):
+        header["cwd"] = cwd
+    if parent is not None:
+        header["parentSession"] = parent
+        header["origin"] = "subagent"
+    header["delegationDepth"] = depth
+    return header
+
+
+def orphan_session(prefix: str, source_name: str,
+                   rejections: list[Rejection]) -> ImportedSession:
+    """A header-only session that carries the rejections of a file where no session was found,
+    so the ingest edge still parks them (they belong to no real session)."""
+    digest = hashlib.blake2b(source_name.encode("utf-8"), digest_size=8).hexdigest()
+    return ImportedSession(make_header(f"{prefix}:unidentified-{digest}", 0), [], rejections)
+
+
+class Emitter:
+    """Builds one session's events through `LogBuilder.feed_event`, so every emitted event has
+    passed the same fold the store applies; an event that would break it is parked instead."""
+
+    def __init__(self) -> None:
+        self._builder = LogBuilder()
+        self.rejections: list[Rejection] = []
+        self._line_with_raw: int | None = None
+
+    @property
+    def events(self) -> list[dict[str, Any]]:
+        return self._builder.log.events
+
+    @property
+    def next_seq(self) -> int:
+        return self._builder.log.state.next_seq
+
+    def nodes(self) -> list[int]:
+        """The current surface, in model order."""
+        return self._builder.log.state.nodes
+
+    def emit(self, line: SourceLine, kind: str, time: int, data: dict[str, Any], *,
+             op: Any = None, sources: list[int] | None = None,
+             with_raw: bool = True) -> int | None:
+        """Append one event; return its seq, or None when it was parked as a rejection.
+
+        The first event made from a source line carries the original record as `data.raw`
+        (`with_raw=False` for rewrites whose data must stay equal to what they replace)."""
+        if with_raw and self._line_with_raw != line.number:
+            data = {**data, "raw": line.value}
+        event: dict[str, Any] = {"type": kind, "seq": self.next_seq, "time": time, "data": data}
+        if op is not None:
+            event["surfaceOp"] = op
+        if sources is not None:
+            event["sourceEventSeqs"] = sources
+        if kind not in KNOWN_EVENT_TYPES:
+            event["ignorable"] = True
+        try:
+            self._builder.feed_event(parse_event(event))
+        except InputRejected as exc:
+            self.reject(line, exc.code, f"{kind}: {exc.message}")
+            return None
+        if with_raw:
+            self._line_with_raw = line.number
+        return int(event["seq"])
+
+    def reject(self, line: SourceLine, code: str, reason: str) -> None:
+        self.rejections.append(Rejection(line.number, code, reason, line.raw))
