@@ -17,6 +17,8 @@ from indexer.writer import apply_positions, apply_records, bump_generation
 from projections.records import IndexRecord
 
 KEY_FILE = "cursor.key"
+#: Tracking sources of one session's store position, e.g. `store:<sid>`.
+SESSION_SOURCE_PREFIX = "store:"
 
 
 def _load_key(root: Path) -> bytes:
@@ -58,27 +60,40 @@ class ShardSet:
     def __iter__(self) -> Iterator[Shard]:
         return iter(self.shards)
 
+    def _position_shards(self, source: str) -> list[Shard]:
+        """`store:<sid>` positions live in that session's shard; others in every shard."""
+        if source.startswith(SESSION_SOURCE_PREFIX):
+            return [self.shard_for(source[len(SESSION_SOURCE_PREFIX):])]
+        return self.shards
+
     def write_batch(self, records: Sequence[IndexRecord], positions: Mapping[str, int]) -> bool:
         """Apply `records` and advance tracking to `positions`; True if any row changed.
 
-        1. Every shard opens its write transaction (positions go to every shard, so the
-           resume point is the minimum over shards).
-        2. Records apply in order, each in its session's shard.
+        1. Each shard touched (by a record, or by a position it keeps) opens a write transaction.
+        2. Records apply in order, each in its session's shard; positions join the same
+           transaction. Partition-wide positions go to every shard, so the resume point is the
+           minimum over shards.
         3. A SourceConflict anywhere rolls every shard back; otherwise all commit. A crash
            between commits is repaired by replay, which is idempotent.
         """
         by_shard: dict[int, list[IndexRecord]] = {}
         for record in records:
             by_shard.setdefault(shard_of(record.session_id, len(self.shards)), []).append(record)
+        pos_by_shard: dict[int, dict[str, int]] = {}
+        for source, position in positions.items():
+            for shard in self._position_shards(source):
+                pos_by_shard.setdefault(shard.index, {})[source] = position
         begun: list[Shard] = []
         changed_any = False
         try:
             for shard in self.shards:
+                if shard.index not in by_shard and shard.index not in pos_by_shard:
+                    continue
                 shard.conn.execute("BEGIN IMMEDIATE")
                 begun.append(shard)
                 changed = apply_records(shard.conn, by_shard.get(shard.index, []),
                                         substring=shard.substring)
-                apply_positions(shard.conn, dict(positions))
+                apply_positions(shard.conn, pos_by_shard.get(shard.index, {}))
                 if changed:
                     bump_generation(shard.conn)
                 changed_any = changed_any or changed
@@ -93,8 +108,8 @@ class ShardSet:
         return changed_any
 
     def tracking_position(self, source: str) -> int | None:
-        """Where to resume `source`: the minimum over shards, None if any shard lacks it."""
-        values = [shard.tracking().get(source) for shard in self.shards]
+        """Where to resume `source`: the minimum over its shards, None if any lacks it."""
+        values = [shard.tracking().get(source) for shard in self._position_shards(source)]
         if any(v is None for v in values):
             return None
         return min(v for v in values if v is not None)

@@ -79,7 +79,7 @@ def register_fold_agent(app: faust.App, settings: Settings, topics: Topics) -> F
     """Register the fold table and agent on `app`; return the processor (its `stats` count)."""
     table = app.tables.add(PartitionedTable(
         app, name=FOLD_TABLE, beacon=app.tables.beacon, partitions=settings.shards,
-        key_type=str, value_type=bytes, key_serializer="raw", value_serializer="raw",
+        key_type=str, value_type=bytes,
         help="per-session fold state: header, paged surface, recent digests"))
     source = app.topic(topics.events, key_type=bytes, value_type=bytes,
                        partitions=settings.shards)

@@ -196,7 +196,6 @@ class Ingestor:
                           stored=stored)
         if blocked:
             feed.blocked = True
-        before = feed.log.state
         lines = 0
         for offset, line in split_lines(text[start:end]):
             lines += 1
@@ -214,6 +213,7 @@ class Ingestor:
         report.lines += lines
         sid = str(feed.log.header["id"]) if feed.log.header else None
         if feed.log.header is not None and feed.log.events:
+            before = feed.stored.state if feed.stored else SurfaceState()
             self.store.append(feed.log.header, feed.log.events, feed.log.state)
             self.on_append(feed.log.header, before, feed.log.events)
         if sid is not None:

@@ -65,6 +65,7 @@ class _SessionMapper:
         self.pending: _Pending | None = None
         self.titles: set[tuple[Any, Any]] = set()
         self.model = "unknown"
+        self.api_message: str | None = None
 
     # --- dispatch -------------------------------------------------------------------------
 
@@ -100,7 +101,8 @@ class _SessionMapper:
     def _surface(self, line: SourceLine, kind: str, data: dict[str, Any],
                  fork: list[int]) -> int | None:
         """Emit a surface event; the first one of a forking record replaces the abandoned span."""
-        if fork and set(fork) <= set(self.em.nodes()):
+        # A tool/result may only replace one tool/result, so it never carries the fork.
+        if fork and kind != "tool/result" and set(fork) <= set(self.em.nodes()):
             op: Any = {"op": "replace", "start": fork[0], "end": fork[-1]}
             seq = self.em.emit(line, kind, self.time, data, op=op, sources=list(fork))
             fork.clear()
@@ -134,16 +136,10 @@ class _SessionMapper:
         if not isinstance(message, dict):
             return True
         if value["type"] == "assistant":
-            return message.get("id") is not None and message.get("id") == self.clock_message
+            return message.get("id") is not None and message.get("id") == self.api_message
         blocks = as_blocks(message.get("content"))
         return bool(blocks) and all(isinstance(b, dict) and b.get("type") == "tool_result"
                                     for b in blocks)
-
-    @property
-    def clock_message(self) -> str | None:
-        return self._api_message
-
-    _api_message: str | None = None
 
     # --- user / assistant -----------------------------------------------------------------
 
@@ -182,7 +178,7 @@ class _SessionMapper:
         source = user_source(value, blocks)
         if source["kind"] == "user":
             self.clock.prompt()
-            self._api_message = None
+            self.api_message = None
         data = {"id": str(value.get("uuid", f"line-{line.number}")), "role": "user",
                 "source": source, "content": [user_block(b) for b in blocks]}
         self._surface(line, "user/message", data, fork)
@@ -211,7 +207,7 @@ class _SessionMapper:
         fork = self._fork_span(value)
         api_id = message.get("id") if isinstance(message.get("id"), str) else None
         first = self.clock.assistant(api_id)
-        self._api_message = api_id
+        self.api_message = api_id
         if isinstance(message.get("model"), str) and message["model"] != "<synthetic>":
             self.model = message["model"]
         blocks = [assistant_block(b) for b in as_blocks(message.get("content"))]
@@ -238,8 +234,8 @@ class _SessionMapper:
     def _compact_start(self, line: SourceLine, value: dict[str, Any]) -> None:
         if self.pending is not None:
             self._close_pending(line, "a second compact boundary arrived before the summary")
-        meta = value.get("compactMetadata") if isinstance(value.get("compactMetadata"),
-                                                          dict) else {}
+        found = value.get("compactMetadata")
+        meta: dict[str, Any] = found if isinstance(found, dict) else {}
         cid = f"{PREFIX}:{value.get('uuid', line.number)}"
         turn = None if meta.get("trigger") == "manual" else self.clock.turn
         seq = self._log_only(line, "compaction/start", {"compactionId": cid, "turn": turn})
@@ -348,7 +344,10 @@ def import_claude_code(data: bytes, source_name: str) -> list[ImportedSession]:
     unreadable: list[Rejection] = []
     lines: list[SourceLine] = []
     for item in read_lines(decompress(data)):
-        (unreadable if isinstance(item, Rejection) else lines).append(item)  # type: ignore[arg-type]
+        if isinstance(item, Rejection):
+            unreadable.append(item)
+        else:
+            lines.append(item)
     routes = route(lines)
     main = main_id(routes, source_name)
     sessions: list[ImportedSession] = []

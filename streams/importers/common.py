@@ -81,13 +81,15 @@ def iso_ms(value: Any) -> int | None:
 
 def make_header(session_id: str, created_at: int, *, cwd: Any = None,
                 parent: str | None = None, depth: int = 0) -> dict[str, Any]:
-    """A native header (SPEC 1.1); a cwd that is not absolute is left out, not rejected."""
+    """A native header (SPEC 1.1); a cwd that is not absolute is left out, not rejected.
+    `depth > 0` marks a subagent (`origin`); a parent at depth 0 is a fork's lineage."""
     header: dict[str, Any] = {"type": "session", "version": 0, "id": session_id,
                               "createdAt": max(created_at, 0)}
     if isinstance(cwd, str) and (cwd.startswith("/") or (len(cwd) >= 3 and cwd[1] == ":")):
         header["cwd"] = cwd
     if parent is not None:
         header["parentSession"] = parent
+    if depth > 0:
         header["origin"] = "subagent"
     header["delegationDepth"] = depth
     return header

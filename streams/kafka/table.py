@@ -18,6 +18,12 @@ class PartitionedTable(faust.Table):  # type: ignore[misc]
     pins every record to the partition of the source record that caused it, so recovery of
     changelog partition k rebuilds exactly the sessions of events partition k."""
 
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        # str keys travel as their UTF-8 bytes (faust would JSON-quote a str key type); this
+        # must be set before the store and changelog topic, which faust creates lazily.
+        self.key_serializer = "raw"
+
     def write(self, partition: int, records: Iterable[tuple[str, bytes | None]]) -> None:
         token = _PARTITION.set(partition)
         try:

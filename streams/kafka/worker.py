@@ -28,6 +28,8 @@ def main(argv: list[str] | None = None) -> None:
     settings = Settings()
     if not settings.broker:
         parser.error("RECALL_BROKER is not set (e.g. kafka://127.0.0.1:9092)")
+    # faust creates only the last path component of its datadir.
+    (settings.data_dir / "faust").mkdir(parents=True, exist_ok=True)
     # faust's Worker runs its own loop; create it first so topic setup shares it.
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)

@@ -153,3 +153,14 @@ def test_headerless_events_are_invisible_until_header(index):
     assert service.search_sessions({"query": "hidden"})["items"] == []
     shards.write_batch(recs[:1], {})
     assert len(service.search_sessions({"query": "hidden"})["items"]) == 1
+
+
+def test_session_positions_live_in_the_session_shard(make_index):
+    shards, _ = make_index(shards=4)
+    shards.write_batch(texts_session("s1", ["a"]), {"store:s1": 1, "topic:0": 7})
+    home = shards.shard_for("s1")
+    assert home.tracking()["store:s1"] == 1
+    assert all("store:s1" not in s.tracking() for s in shards if s is not home)
+    assert all(s.tracking()["topic:0"] == 7 for s in shards)
+    assert shards.tracking_position("store:s1") == 1
+    assert shards.tracking_position("topic:0") == 7

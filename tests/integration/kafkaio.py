@@ -41,7 +41,8 @@ async def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes, byt
 
 
 async def read_topic(bootstrap: str, topic: str, *, expect: int, timeout_s: float = 30.0,
-                     settle_s: float = 0.0, partitions: int = 4) -> list[Record]:
+                     settle_s: float = 0.0, partitions: int = 4,
+                     worker: WorkerProcess | None = None) -> list[Record]:
     """Read `topic` from the beginning until `expect` records arrived (or the timeout), then
     keep reading `settle_s` longer so unexpected extra records are seen too."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
@@ -60,6 +61,9 @@ async def read_topic(bootstrap: str, topic: str, *, expect: int, timeout_s: floa
                 settle_until = loop.time() + settle_s
             if settle_until is not None and loop.time() >= settle_until:
                 break
+            if worker is not None and worker.process.poll() is not None:
+                raise AssertionError(f"worker exited with {worker.process.returncode}:\n"
+                                     f"{worker.log_tail()}")
             batches = await consumer.getmany(timeout_ms=100)
             for tp, messages in batches.items():
                 out.extend(Record(tp.topic, tp.partition, m.offset, m.key, m.value)

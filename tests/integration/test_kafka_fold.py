@@ -94,7 +94,8 @@ def test_sessions_fold_to_documents_and_bad_records_to_dead_letters(
     run(produce(bootstrap, topics.events, [(b"s-a", line(user(6, "s-a still alive")))]))
 
     expected_docs = len(good) + len(compacted) + 1
-    docs = run(read_topic(bootstrap, topics.documents, expect=expected_docs, settle_s=1.5))
+    docs = run(read_topic(bootstrap, topics.documents, expect=expected_docs, settle_s=1.5,
+                          worker=worker))
     first_doc_s = time.monotonic() - started
     letters = run(read_topic(bootstrap, topics.dead_letter, expect=len(bad), settle_s=0.5))
     assert len(docs) == expected_docs, worker.log_tail()
@@ -141,7 +142,7 @@ def test_restart_recovers_fold_state_from_the_changelog(
     first = worker_factory()
     wave1 = session("r-1", 5) + session("r-2", 4)
     run(produce(bootstrap, topics.events, wave1))
-    docs = run(read_topic(bootstrap, topics.documents, expect=len(wave1)))
+    docs = run(read_topic(bootstrap, topics.documents, expect=len(wave1), worker=first))
     assert len(docs) == len(wave1), first.log_tail()
     time.sleep(1.0)  # let the changelog writes after the document acks reach the broker
     assert first.stop(signal.SIGTERM) == 0, first.log_tail()
@@ -154,7 +155,8 @@ def test_restart_recovers_fold_state_from_the_changelog(
              (b"r-1", line(user(2, "different content for seq 2"))),
              (b"r-2", line(user(9, "a gap")))]
     run(produce(bootstrap, topics.events, wave2))
-    docs = run(read_topic(bootstrap, topics.documents, expect=len(wave1) + 2, settle_s=1.0))
+    docs = run(read_topic(bootstrap, topics.documents, expect=len(wave1) + 2, settle_s=1.0,
+                          worker=second))
     letters = run(read_topic(bootstrap, topics.dead_letter, expect=2, settle_s=0.5))
     new = [decode_document(r.value or b"") for r in docs]
     assert len(docs) == len(wave1) + 2, second.log_tail()
