@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import copy
+import hashlib
 import sqlite3
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -38,12 +38,18 @@ def _hit(c: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class QueryService(SessionReads):
-    """Searches and reads. `instance` is fresh per service, so a reopen invalidates cursors."""
+    """Searches and reads.
+
+    `instance` names the index, not the process: it is derived from the index's signing key, so
+    a CLI invocation can follow the cursor the previous one printed and every query worker of a
+    fleet accepts the others' cursors. What makes a cursor unusable is a change of the index
+    (generations, STALE) or of the request (fingerprint, INVALID) — a restart alone is not.
+    Snapshot cursors are the exception: their pinned read transaction lives in one process."""
 
     def __init__(self, shardset: ShardSet, config: IndexConfig | None = None, *,
                  clock: Callable[[], float] = time.time) -> None:
         super().__init__(shardset, config or shardset.config, clock=clock)
-        self.instance = str(uuid.uuid4())
+        self.instance = hashlib.blake2b(shardset.key, digest_size=12, person=b"recall-cursor").hexdigest()
         self.snapshots = SnapshotRegistry(self.config.snapshot_retention_s,
                                           self.config.max_snapshots, clock=clock)
 

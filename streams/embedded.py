@@ -16,7 +16,7 @@ from typing import Any
 from indexer import IndexConfig, ShardSet
 from projections.fold import SurfaceState, apply
 from projections.records import HeaderRecord, IndexRecord, fold_records
-from streams.ingest import Importer, IngestReport, Ingestor
+from streams.ingest import Importer, Ingestor, IngestReport
 from streams.settings import Settings
 from streams.store import DeadLetters, SessionStore, ensure_private_dir, open_private
 

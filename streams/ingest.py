@@ -139,7 +139,7 @@ class Ingestor:
         raw = path.read_bytes()
         try:
             text = decompress(raw)
-        except Exception as exc:  # noqa: BLE001 - any codec failure is a rejection of the file
+        except Exception as exc:
             rejection = Rejection(0, "INGEST_MALFORMED_JSON", f"cannot decompress: {exc}", raw)
             self._park(key, [rejection], None, report)
             return

@@ -348,9 +348,12 @@ def import_claude_code(data: bytes, source_name: str) -> list[ImportedSession]:
             unreadable.append(item)
         else:
             lines.append(item)
-    routes = route(lines)
+    routes, unclaimed = route(lines)
     main = main_id(routes, source_name)
     sessions: list[ImportedSession] = []
+    unreadable.extend(Rejection(ln.number, INGEST_SCHEMA_VIOLATION,
+                                "no record of this file names a session yet", ln.raw)
+                      for ln in unclaimed)
     for r in routes:
         header = header_for(r, main)
         if header is None:

@@ -36,9 +36,10 @@ def _sidechain_key(value: dict[str, Any], owner: dict[str, str]) -> str:
     return f"agent-{value.get('uuid')}"
 
 
-def route(lines: list[SourceLine]) -> list[Route]:
+def route(lines: list[SourceLine]) -> tuple[list[Route], list[SourceLine]]:
     """Group lines by session. Records without a uuid (snapshots, queue ops, summaries) go to the
-    main session once one exists, else to the session last seen; leading ones to the first."""
+    main session once one exists, else to the session last seen; leading ones to the first.
+    Also returns the lines no session claimed (a file that has no session record yet)."""
     routes: dict[str, Route] = {}
     owner: dict[str, str] = {}
     leading: list[SourceLine] = []
@@ -61,7 +62,7 @@ def route(lines: list[SourceLine]) -> list[Route]:
         target.lines.append(line)
         _observe(target, value)
         last = key
-    return list(routes.values())
+    return list(routes.values()), leading
 
 
 def _observe(target: Route, value: dict[str, Any]) -> None:

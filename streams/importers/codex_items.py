@@ -18,6 +18,10 @@ META_PLUGIN = "codex-meta"
 
 _EXIT = re.compile(r"(?:Process exited with code|Exit code:?)\s*(-?\d+)")
 _TAGGED = re.compile(r"^<([A-Za-z_][\w-]*)>.*</\1>\s*$", re.DOTALL)
+#: Context Codex injects as user-role messages; matched on the opening tag alone, because a
+#: long notification may be cut short (by a capture tool, or a truncation policy).
+_CONTEXT_TAGS = ("<environment_context>", "<user_instructions>", "<subagent_notification>",
+                 "<turn_aborted>", "<user_shell_command>", "<INSTRUCTIONS>")
 
 
 def text_blocks(content: Any) -> list[Any]:
@@ -44,7 +48,8 @@ def is_injected(role: str, content: Any) -> bool:
     if role != "user":
         return True
     text = plain_text(content).strip()
-    return text.startswith("# AGENTS.md instructions") or bool(_TAGGED.match(text))
+    return (text.startswith(("# AGENTS.md instructions", *_CONTEXT_TAGS))
+            or bool(_TAGGED.match(text)))
 
 
 def reasoning_blocks(payload: dict[str, Any]) -> list[dict[str, Any]]:

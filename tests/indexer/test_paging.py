@@ -73,10 +73,20 @@ def test_invalid_cursor_cases(index):
         assert _code(service.search_sessions, req) == "SESSION_QUERY_INVALID_CURSOR", req
     assert _code(service.search_events, {"sessionId": "s1", "query": "needle", "limit": 2,
                                          "cursor": cursor}) == "SESSION_QUERY_INVALID_CURSOR"
-    # Another service instance over the same files: the instance id differs.
+    # Another service over the same index (a later CLI call, another query worker) follows it.
     from indexer import QueryService
-    assert _code(QueryService(shards).search_sessions,
-                 {"query": "needle", "limit": 2, "cursor": cursor}) == "SESSION_QUERY_INVALID_CURSOR"
+    request = {"query": "needle", "limit": 2, "cursor": cursor}
+    assert QueryService(shards).search_sessions(request) == service.search_sessions(request)
+
+
+def test_a_cursor_from_another_index_is_invalid(make_index):
+    first, first_service = make_index("one", shards=2)
+    second, second_service = make_index("two", shards=2)
+    _fill(first)
+    _fill(second)
+    cursor = first_service.search_sessions({"query": "needle", "limit": 2})["nextCursor"]
+    assert _code(second_service.search_sessions, {"query": "needle", "limit": 2,
+                                                  "cursor": cursor}) == "SESSION_QUERY_INVALID_CURSOR"
 
 
 def test_fingerprint_ignores_clause_and_value_order(index):

@@ -106,7 +106,7 @@ def start_worker(broker: Broker, settings_env: dict[str, Any], log_path: Path) -
     with log_path.open("ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "streams.kafka.worker", "--broker-flavor", broker.flavor,
-             "--loglevel", "warning"],
+             "--loglevel", os.environ.get("RECALL_TEST_WORKER_LOGLEVEL", "warning")],
             cwd=REPO, env=worker_env(broker, settings_env), stdout=log,
             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     return WorkerProcess(process, log_path)

@@ -1,0 +1,281 @@
+"""Index and search benchmark (issue: search). `python -m bench index`; sizes scale with
+RECALL_BENCH_SCALE (1 → 100k and 1M events; metric suffixes follow the real sizes).
+
+Corpus: 2000 sessions × 500 events (bench/corpus.py `session_events`, TextGen seed 11, Zipf over
+8000 words, a compaction whenever the surface holds 120 nodes), written as native JSONL files in
+two parts: part0 = the first 200 sessions (100k events), part1 = the other 1800.
+"Documents" are the events whose extracted text (projections.extraction.extract_text) is non-empty
+— exactly the rows the index puts into its FTS table; ~72 % of the events.
+
+Metrics (one run; the baselines are measured in the same run on the same machine):
+- `raw_fts5_docs_per_s_*`: baseline. The extracted document texts alone, inserted into ONE plain
+  `fts5(body)` table, 1000 rows per `BEGIN…COMMIT`, WAL + synchronous=NORMAL (ENGINE.md 3c).
+  Excludes JSON parsing, extraction, and everything else.
+- `embedded_docs_per_s_*`: the real path, `Recall.ingest(dir)`: read + parse + validate the JSONL
+  (LogBuilder), store append + fsync, fold, index records, `ShardSet.write_batch` (events rows,
+  FTS rows, sessions, tracking) into the 8 shards. documents/s = the same document count ÷ that
+  wall time (the structural events without text are written too, as the real path does).
+- `index_rate_ratio_vs_raw_fts5` = embedded_docs_per_s ÷ raw_fts5_docs_per_s over the whole large
+  corpus (goal ≥ 0.7); `..._100k` over part0 only; `..._append_path_100k` uses
+  `EmbeddedRuntime.append_events(header, events)` (one call per 500-event session, events parsed
+  before the clock starts: no file read, JSON parse or LogBuilder validation) instead of ingest.
+- `search_p50_ms_*` / `search_p99_ms_*`: `Recall.search_sessions(q)` end to end (default limit
+  20, strict consistency), each query once, classes interleaved, after one warm-up query. The mix
+  is 90 queries: per class 20 single terms spread over a Zipf rank band plus 10 two-word phrases
+  taken from the corpus — rare (ranks 5000–8000, ~0.03 % of documents), mid (ranks 150–500,
+  ~0.5–1.5 %), common (top 20 words, 10–90 % of documents, and pairs of top-5 words). The
+  per-class medians are `search_p50_ms_<class>_*`; `query_docs_median_<class>_*` is the median
+  number of documents matching a query of the class (counted on the raw FTS5 table).
+- `rg_p50_ms_*`: baseline. `rg -c -F -i QUERY <corpus JSONL>` (ripgrep 14.1, default threads),
+  which answers "which sessions mention it" from the same files. `speedup_vs_ripgrep_*` =
+  median rg time ÷ median search time over the same 90 queries (goal ≥ 50× at 1M).
+- `index_bytes_per_text_byte`: all shard files (after `PRAGMA wal_checkpoint(TRUNCATE)`) ÷ UTF-8
+  bytes of all extracted document text (goal ≤ 1.5). `index_bytes_per_text_byte_<part>` splits
+  it with dbstat: `events_table` (the row incl. its `text` copy and the `raw` event JSON),
+  `events_indexes` (UNIQUE(session_id, seq) + events_surface), `fts` (events_fts shadow tables),
+  `trigram`, `other`. `raw_fts5_bytes_per_text_byte` is the baseline's file (text stored once in
+  the FTS content table + the token index).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import sqlite3
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from bench.corpus import vocabulary
+from bench.search_corpus import (
+    ensure_corpus,
+    fresh_dir,
+    iter_events,
+    median,
+    ms,
+    percentile,
+    query_mix,
+    rg_binary,
+    rg_time,
+    scale,
+    size_name,
+)
+from bench.search_corpus import documents as extract_documents
+from indexer.normalize import fts_phrase
+from streams.facade import Recall
+
+BATCH = 1000
+CLASSES = ("rare", "mid", "common")
+
+
+def log(message: str) -> None:
+    print(f"  … {message}", file=sys.stderr, flush=True)
+
+
+# --- baseline: raw FTS5 ---------------------------------------------------------------------------
+
+
+def raw_fts5(path: Path, docs: Sequence[str], split: int) -> tuple[float, float, sqlite3.Connection]:
+    """Insert docs into one plain fts5(body) table, 1000 rows/txn; seconds for docs[:split] and
+    for docs[split:]."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("PRAGMA journal_mode = WAL")
+    conn.execute("PRAGMA synchronous = NORMAL")
+    conn.execute("CREATE VIRTUAL TABLE docs USING fts5(body)")
+    times = []
+    for lo, hi in ((0, split), (split, len(docs))):
+        start = time.perf_counter()
+        for i in range(lo, hi, BATCH):
+            conn.execute("BEGIN")
+            conn.executemany("INSERT INTO docs(body) VALUES (?)",
+                             ((d,) for d in docs[i:min(i + BATCH, hi)]))
+            conn.execute("COMMIT")
+        times.append(time.perf_counter() - start)
+    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    return times[0], times[1], conn
+
+
+# --- the embedded index ---------------------------------------------------------------------------
+
+
+def shard_bytes(recall: Recall) -> tuple[int, dict[str, int]]:
+    """Checkpoint every shard; total bytes of the shard files and a dbstat split by table kind."""
+    shards = recall.backend.runtime.shards
+    total = 0
+    parts: dict[str, int] = {}
+    for shard in shards:
+        shard.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+        for suffix in ("", "-wal", "-shm"):
+            p = Path(str(shard.path) + suffix)
+            if p.exists():
+                total += p.stat().st_size
+        for name, size in shard.conn.execute("SELECT name, sum(pgsize) FROM dbstat GROUP BY name"):
+            if name == "events":
+                kind = "events_table"
+            elif name.startswith(("sqlite_autoindex_events", "events_surface")):
+                kind = "events_indexes"
+            elif name.startswith("events_fts"):
+                kind = "fts"
+            elif name.startswith("events_tri"):
+                kind = "trigram"
+            else:
+                kind = "other"
+            parts[kind] = parts.get(kind, 0) + int(size)
+    return total, parts
+
+
+def append_path(files: Sequence[Path]) -> float:
+    """Seconds to push the sessions through EmbeddedRuntime.append_events (one call a session)."""
+    parsed = list(iter_events(files))
+    data = fresh_dir("index-append")
+    with Recall.open(data) as recall:
+        runtime = recall.backend.runtime
+        start = time.perf_counter()
+        for header, events in parsed:
+            runtime.append_events(header, events)
+        return time.perf_counter() - start
+
+
+# --- queries --------------------------------------------------------------------------------------
+
+
+def interleave(mix: dict[str, list[str]]) -> list[tuple[str, str]]:
+    out = []
+    for i in range(max(len(v) for v in mix.values())):
+        for cls in CLASSES:
+            if i < len(mix[cls]):
+                out.append((cls, mix[cls][i]))
+    return out
+
+
+def measure_search(recall: Recall, queries: list[tuple[str, str]]
+                   ) -> tuple[dict[str, list[float]], int]:
+    """Seconds per query by class, and how many queries found no session (rare queries are
+    picked on the large corpus, so a few may be absent from the small part)."""
+    recall.search_sessions(queries[0][1])  # warm-up (statement cache, page cache)
+    times: dict[str, list[float]] = {c: [] for c in CLASSES}
+    empty = 0
+    for cls, q in queries:
+        start = time.perf_counter()
+        page = recall.search_sessions(q)
+        times[cls].append(time.perf_counter() - start)
+        empty += not page["items"]
+    return times, empty
+
+
+def measure_rg(paths: Sequence[Path], queries: list[tuple[str, str]]) -> dict[str, list[float]]:
+    rg = rg_binary()
+    rg_time(rg, queries[0][1], paths)  # warm-up
+    times: dict[str, list[float]] = {c: [] for c in CLASSES}
+    for cls, q in queries:
+        elapsed, _ = rg_time(rg, q, paths)
+        times[cls].append(elapsed)
+    return times
+
+
+def search_metrics(name: str, search: dict[str, list[float]], rg: dict[str, list[float]],
+                   out: dict[str, Any]) -> None:
+    every = [t for c in CLASSES for t in search[c]]
+    every_rg = [t for c in CLASSES for t in rg[c]]
+    out[f"search_p50_ms_{name}"] = ms(median(every))
+    out[f"search_p99_ms_{name}"] = ms(percentile(every, 99))
+    out[f"rg_p50_ms_{name}"] = ms(median(every_rg))
+    out[f"speedup_vs_ripgrep_{name}"] = round(median(every_rg) / median(every), 1)
+    for cls in CLASSES:
+        out[f"search_p50_ms_{cls}_{name}"] = ms(median(search[cls]))
+        out[f"search_max_ms_{cls}_{name}"] = ms(max(search[cls]))
+        out[f"speedup_vs_ripgrep_{cls}_{name}"] = round(median(rg[cls]) / median(search[cls]), 1)
+
+
+# --- the suite ------------------------------------------------------------------------------------
+
+
+def run() -> dict[str, Any]:
+    s = scale()
+    small_sessions = max(2, round(200 * s))
+    large_sessions = max(small_sessions + 2, round(2000 * s))
+    corpus = ensure_corpus([small_sessions, large_sessions - small_sessions])
+    small_files, all_files = corpus.files(1), corpus.files()
+    small_events = sum(1 for _ in small_files) * 500
+    large_events = len(all_files) * 500
+    sn, ln = size_name(small_events), size_name(large_events)
+    out: dict[str, Any] = {f"search_corpus_events_{ln}": large_events,
+                           f"search_corpus_sessions_{ln}": len(all_files)}
+
+    log("extracting documents")
+    docs_small = extract_documents(small_files)
+    docs = docs_small + extract_documents(all_files[len(small_files):])
+    text_bytes = sum(len(d.encode("utf-8")) for d in docs)
+    out[f"search_corpus_documents_{ln}"] = len(docs)
+    out[f"search_corpus_text_mb_{ln}"] = round(text_bytes / 1e6, 1)
+    out[f"search_corpus_jsonl_mb_{ln}"] = round(sum(p.stat().st_size for p in all_files) / 1e6, 1)
+    mix = query_mix(vocabulary(corpus.seed), docs)
+    queries = interleave(mix)
+
+    log(f"raw FTS5 baseline over {len(docs)} documents")
+    work = fresh_dir("index-raw")
+    gc.collect()
+    raw_small, raw_rest, raw = raw_fts5(work / "raw.sqlite", docs, len(docs_small))
+    raw_rate_small = len(docs_small) / raw_small
+    raw_rate = len(docs) / (raw_small + raw_rest)
+    out[f"raw_fts5_docs_per_s_{sn}"] = round(raw_rate_small)
+    out[f"raw_fts5_docs_per_s_{ln}"] = round(raw_rate)
+    out["raw_fts5_bytes_per_text_byte"] = round(
+        (work / "raw.sqlite").stat().st_size / text_bytes, 2)
+    for cls in CLASSES:
+        counts = [raw.execute("SELECT count(*) FROM docs WHERE docs MATCH ?",
+                              (fts_phrase(q),)).fetchone()[0] for q in mix[cls]]
+        out[f"query_docs_median_{cls}_{ln}"] = int(median(counts))
+    raw.close()
+
+    data = fresh_dir("index-data")
+    with Recall.open(data) as recall:
+        log(f"ingest {sn} ({len(small_files)} session files)")
+        gc.collect()
+        start = time.perf_counter()
+        recall.ingest(corpus.parts[:1])
+        ingest_small = time.perf_counter() - start
+        rate_small = len(docs_small) / ingest_small
+        out[f"embedded_docs_per_s_{sn}"] = round(rate_small)
+        out[f"embedded_events_per_s_{sn}"] = round(small_events / ingest_small)
+        out[f"index_rate_ratio_vs_raw_fts5_{sn}"] = round(rate_small / raw_rate_small, 3)
+
+        log(f"search at {sn}")
+        search, empty = measure_search(recall, queries)
+        rg = measure_rg(corpus.parts[:1], queries)
+        search_metrics(sn, search, rg, out)
+        out[f"search_queries_without_hits_{sn}"] = empty
+
+        log(f"ingest the other {len(all_files) - len(small_files)} session files")
+        gc.collect()
+        start = time.perf_counter()
+        recall.ingest(corpus.parts[1:])
+        ingest_rest = time.perf_counter() - start
+        rate = len(docs) / (ingest_small + ingest_rest)
+        out[f"embedded_docs_per_s_{ln}"] = round(rate)
+        out[f"embedded_events_per_s_{ln}"] = round(large_events / (ingest_small + ingest_rest))
+        out["index_rate_ratio_vs_raw_fts5"] = round(rate / raw_rate, 3)
+
+        log(f"search at {ln}")
+        search, empty = measure_search(recall, queries)
+        rg = measure_rg(corpus.parts, queries)
+        search_metrics(ln, search, rg, out)
+        out[f"search_queries_without_hits_{ln}"] = empty
+
+        total, parts = shard_bytes(recall)
+        out["index_bytes_per_text_byte"] = round(total / text_bytes, 2)
+        for kind in ("events_table", "events_indexes", "fts", "trigram", "other"):
+            out[f"index_bytes_per_text_byte_{kind}"] = round(parts.get(kind, 0) / text_bytes, 2)
+        out[f"index_mb_{ln}"] = round(total / 1e6, 1)
+
+    log(f"append path at {sn}")
+    gc.collect()
+    append_small = append_path(small_files)
+    out[f"index_rate_ratio_vs_raw_fts5_append_path_{sn}"] = round(
+        len(docs_small) / append_small / raw_rate_small, 3)
+    if os.environ.get("RECALL_BENCH_KEEP") != "1":
+        for name in ("index-raw", "index-data", "index-append"):
+            fresh_dir(name).rmdir()
+    return out
