@@ -110,4 +110,5 @@ def index_config(settings: Settings) -> IndexConfig:
                        max_limit=settings.max_limit, snippet_chars=settings.snippet_chars,
                        read_window_max=settings.read_window_max,
                        live_window_ms=settings.live_window_ms,
-                       snapshot_retention_s=settings.snapshot_retention_s)
+                       snapshot_retention_s=settings.snapshot_retention_s,
+                       substring=settings.substring)

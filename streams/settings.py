@@ -28,6 +28,9 @@ class Settings(BaseSettings):
     broker: str | None = None
     #: RECALL_TOPIC_PREFIX — topic names are <prefix>.events, <prefix>.documents, …
     topic_prefix: str = "recall"
+    #: RECALL_SUBSTRING — trigram-index every document (not only CJK) so `--substring` works;
+    #: fixed when the index is created, costs roughly 3x the token index.
+    substring: bool = False
     #: RECALL_MAX_EVENT_BYTES — larger events are parked in the dead letters.
     max_event_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
     #: RECALL_LIVE_WINDOW_MS — a session with activity this recent (and not ended) counts as live.

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -46,10 +46,16 @@ def by_type(session: ImportedSession, kind: str) -> list[dict[str, Any]]:
     return [e for e in session.events if e["type"] == kind]
 
 
+def dumped(session: ImportedSession) -> bytes:
+    """The session as native log bytes."""
+    events: list[Mapping[str, Any]] = list(session.events)
+    return dump_log(session.header, events)
+
+
 def assert_valid_log(session: ImportedSession) -> None:
     """The session folds, and its bytes read back through the native reader unchanged."""
     fold_surface(session.events)
-    parsed = parse_log(dump_log(session.header, session.events))
+    parsed = parse_log(dumped(session))
     assert parsed.rejections == []
     assert parsed.header == session.header
     assert parsed.events == session.events

@@ -10,6 +10,7 @@ from importer_support import (
     CODEX,
     assert_valid_log,
     by_type,
+    dumped,
     line_of,
     load,
     records,
@@ -20,7 +21,6 @@ from importer_support import (
 
 from projections import extract_text, fold_surface
 from projections.errors import INGEST_MALFORMED_JSON, INGEST_SCHEMA_VIOLATION
-from projections.logformat import dump_log
 from streams.importers import ImportedSession, import_codex
 
 PARENT = "019ddb75-a272-7d50-b41d-90017f500b5a"
@@ -159,12 +159,12 @@ def test_zstd_rollout_imports_like_the_plain_one() -> None:
     packed = zstandard.ZstdCompressor().compress(load(CODEX))
     zipped = _session(packed, "rollout.jsonl.zst")
     plain = _session()
-    assert dump_log(zipped.header, zipped.events) == dump_log(plain.header, plain.events)
+    assert dumped(zipped) == dumped(plain)
 
 
 def test_import_is_deterministic() -> None:
     first, second = _session(), _session()
-    assert dump_log(first.header, first.events) == dump_log(second.header, second.events)
+    assert dumped(first) == dumped(second)
 
 
 def test_bad_input_is_rejected_with_line_and_the_rest_imports() -> None:
