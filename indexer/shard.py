@@ -39,9 +39,10 @@ class Shard:
     def __init__(self, path: Path, index: int, shard_count: int, *, substring: bool) -> None:
         self.path = path
         self.index = index
-        fresh = not path.exists()
+        # A file a crash left empty (created, never initialized) is as good as absent.
+        fresh = not path.exists() or path.stat().st_size == 0
         try:
-            if fresh:
+            if fresh and not path.exists():
                 _create_file(path)
             os.chmod(path, 0o600)
             self.conn = _connect(path)

@@ -36,13 +36,16 @@ def _load_key(root: Path) -> bytes:
 class ShardSet:
     """The shards of one index root. Writes: `write_batch`; reads go through QueryService."""
 
-    def __init__(self, root: str | os.PathLike[str], config: IndexConfig | None = None) -> None:
+    def __init__(self, root: str | os.PathLike[str], config: IndexConfig | None = None, *,
+                 key_dir: str | os.PathLike[str] | None = None) -> None:
+        """`key_dir` holds the cursor-signing key (default: `root`). Generations of one index
+        share it, so a cursor from a replaced generation is STALE rather than INVALID."""
         self.config = config or IndexConfig()
         self.root = Path(root)
         try:
             self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
             os.chmod(self.root, 0o700)
-            self.key = _load_key(self.root)
+            self.key = _load_key(Path(key_dir) if key_dir is not None else self.root)
         except OSError as exc:
             raise query_error(INDEX_FAILED, f"cannot open index root {self.root}: {exc}") from exc
         self.shards: list[Shard] = []

@@ -72,22 +72,25 @@ async def fold_batch(app: faust.App, topics: Topics, table: PartitionedTable,
     if pending:
         await asyncio.gather(*pending)
     for partition, overlay in overlays.items():
-        table.write(partition, overlay.drain())
+        await table.write(partition, overlay.drain())
 
 
 def register_fold_agent(app: faust.App, settings: Settings, topics: Topics) -> FoldProcessor:
     """Register the fold table and agent on `app`; return the processor (its `stats` count)."""
-    table = app.tables.add(PartitionedTable(
+    table = PartitionedTable(
         app, name=FOLD_TABLE, beacon=app.tables.beacon, partitions=settings.shards,
         key_type=str, value_type=bytes,
-        help="per-session fold state: header, paged surface, recent digests"))
+        help="per-session fold state: header, paged surface, recent digests")
+    app.tables.add(table)
     source = app.topic(topics.events, key_type=bytes, value_type=bytes,
                        partitions=settings.shards)
     processor = FoldProcessor(max_event_bytes=settings.max_event_bytes)
 
     @app.agent(source, name="fold")
-    async def fold(stream: faust.StreamT) -> None:
-        async for batch in stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S):
+    async def fold(stream: faust.StreamT[bytes]) -> None:
+        # StreamT does not declare take_events; every concrete faust Stream has it.
+        batches = stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
+        async for batch in batches:
             await fold_batch(app, topics, table, processor, batch)
 
     return processor

@@ -49,7 +49,7 @@ def build_app(settings: Settings, *, flavor: BrokerFlavor | None = None) -> faus
     if not settings.broker:
         raise RecallError("the Kafka runtime needs RECALL_BROKER (e.g. kafka://127.0.0.1:9092)",
                           code="STREAM_NO_BROKER")
-    chosen: BrokerFlavor = flavor or getattr(settings, "broker_flavor", "kafka")
+    chosen: BrokerFlavor = flavor or getattr(settings, "broker_flavor", None) or "kafka"
     topics = Topics.of(settings)
     app = faust.App(topics.fold_app_id, **faust_options(settings, flavor=chosen))
     # Exposed for the worker's stats line and for tests; faust Apps accept extra attributes.

@@ -363,6 +363,93 @@ def dead_letters(ctx: click.Context, as_json: bool) -> None:
     console.print(f"{len(parked)} parked records")
 
 
+# --- index jobs ---------------------------------------------------------------------------------
+
+@contextmanager
+def progress_bar(label: str, enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """A rich bar on a terminal; nothing when piped or with --json."""
+    if not enabled or not err_console.is_terminal:
+        yield None
+        return
+    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), console=err_console,
+                  transient=True) as bar:
+        task = bar.add_task(label, total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
+
+
+@main.group()
+def index() -> None:
+    """Inspect the index: digest, per-shard stats, integrity."""
+
+
+@index.command()
+@json_option
+@click.pass_context
+@handle_errors
+def digest(ctx: click.Context, as_json: bool) -> None:
+    """Deterministic digest of the index contents (independent of shards and generations)."""
+    with open_recall(ctx.find_root()) as recall:
+        result = recall.index_digest()
+    if as_json:
+        emit_json(result)
+        return
+    console.print(f"{result['digest']}  {result['sessions']} sessions, {result['events']} events",
+                  highlight=False)
+
+
+@index.command()
+@json_option
+@click.pass_context
+@handle_errors
+def stats(ctx: click.Context, as_json: bool) -> None:
+    """Per-shard rows, bytes, generation and integrity."""
+    from indexer.maintenance import check_integrity, shard_stats
+
+    with open_recall(ctx.find_root()) as recall:
+        shards = recall.backend.runtime.shards
+        rows = shard_stats(shards)
+        problems = check_integrity(shards)
+    for row in rows:
+        row["problems"] = problems.get(row["shard"], [])
+    if as_json:
+        emit_json(rows)
+        return
+    table = Table("shard", "sessions", "events", "documents", "bytes", "generation", "problems")
+    for row in rows:
+        table.add_row(str(row["shard"]), str(row["sessions"]), str(row["events"]),
+                      str(row["documents"]), str(row["bytes"]), str(row["generation"]),
+                      "; ".join(row["problems"]) or "ok")
+    console.print(table)
+
+
+def _job(ctx: click.Context, name: str, as_json: bool) -> None:
+    with open_recall(ctx) as recall, progress_bar(name, not as_json) as progress:
+        result = getattr(recall, name)(progress)
+    if as_json:
+        emit_json(result)
+        return
+    console.print(f"{name}: generation {result['generation']} is live ({result['eventsIndexed']} "
+                  f"events indexed); digest {result['digest']}", highlight=False)
+
+
+@main.command()
+@json_option
+@click.pass_context
+@handle_errors
+def reindex(ctx: click.Context, as_json: bool) -> None:
+    """Build a new index generation from the log beside the live one, then swap atomically."""
+    _job(ctx, "reindex", as_json)
+
+
+@main.command()
+@json_option
+@click.pass_context
+@handle_errors
+def replay(ctx: click.Context, as_json: bool) -> None:
+    """Discard derived state and rebuild it from the log (resumable; digest must not change)."""
+    _job(ctx, "replay", as_json)
+
+
 # --- references ---------------------------------------------------------------------------------
 
 def parse_source(value: str) -> dict[str, str]:
@@ -429,6 +516,41 @@ def demo(as_json: bool, keep: Path | None) -> None:
     from streams.demo import run_demo
 
     run_demo(console, as_json=as_json, data_dir=keep)
+
+
+# --- mcp ----------------------------------------------------------------------------------------
+
+@main.command("mcp")
+@click.option("--http", "http", metavar="HOST:PORT",
+              help="Serve streamable HTTP (bearer token required) instead of stdio.")
+@click.option("--session", "session_id", envvar="RECALL_MCP_SESSION",
+              help="The calling agent's session id [env RECALL_MCP_SESSION].")
+@click.option("--cwd", envvar="RECALL_MCP_CWD",
+              help="The caller's workspace; default: the client's first file:// root "
+                   "[env RECALL_MCP_CWD].")
+@click.option("--max-search-results", type=click.IntRange(min=1), default=100,
+              envvar="RECALL_MCP_MAX_SEARCH_RESULTS", help="Cap on results per search call.")
+@click.option("--search-timeout-ms", type=click.IntRange(min=1, max=2_147_483_647),
+              default=30_000, envvar="RECALL_MCP_SEARCH_TIMEOUT_MS",
+              help="Deadline of one search call.")
+@click.pass_context
+@handle_errors
+def mcp(ctx: click.Context, http: str | None, session_id: str | None, cwd: str | None,
+        max_search_results: int, search_timeout_ms: int) -> None:
+    """Serve the session tools to an agent host over MCP (stdio, or --http HOST:PORT)."""
+    from streams.mcp.server import ServerOptions, normalize_cwd, parse_http, serve
+
+    if http is not None:
+        try:
+            parse_http(http)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--http") from exc
+    options = ServerOptions(session_id=session_id or None, cwd=normalize_cwd(cwd),
+                            max_search_results=max_search_results,
+                            search_timeout_ms=search_timeout_ms)
+    settings: Settings = ctx.obj
+    with open_recall(ctx) as recall:
+        serve(recall, options, http=http, data_dir=Path(settings.data_dir))
 
 
 if __name__ == "__main__":  # pragma: no cover

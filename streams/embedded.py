@@ -14,8 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from indexer import IndexConfig, ShardSet
+from indexer.digest import index_digest
+from projections.errors import SessionQueryError
 from projections.fold import SurfaceState, apply
 from projections.records import HeaderRecord, IndexRecord, fold_records
+from streams.generations import Generations
 from streams.ingest import Importer, Ingestor, IngestReport
 from streams.settings import Settings
 from streams.store import DeadLetters, SessionStore, ensure_private_dir, open_private
@@ -34,13 +37,17 @@ class EmbeddedRuntime:
         self.data_dir = ensure_private_dir(Path(settings.data_dir))
         self.store = SessionStore(self.data_dir / "store")
         self.dead_letters = DeadLetters(self.data_dir / "dead-letter.jsonl")
-        self.shards = ShardSet(self.data_dir / "index", index_config(settings))
+        self.generations = Generations(self.data_dir / "index")
+        self.shards = self._open_shards(self.generations.current())
         self._pending = self.data_dir / "index-pending"
         self.ingestor = Ingestor(self.data_dir, self.store, self.dead_letters, self._index_append,
                                  max_event_bytes=settings.max_event_bytes, importers=importers,
                                  detect=detect)
         if self._pending.exists():
             self.catch_up()
+
+    def _open_shards(self, path: Path) -> ShardSet:
+        return ShardSet(path, index_config(self.settings), key_dir=self.generations.root)
 
     def close(self) -> None:
         self.shards.close()
@@ -69,14 +76,16 @@ class EmbeddedRuntime:
         return [int(e["seq"]) for e in events]
 
     def _index_append(self, header: Mapping[str, Any], before: SurfaceState,
-                      events: Sequence[Mapping[str, Any]]) -> None:
+                      events: Sequence[Mapping[str, Any]], *,
+                      shards: ShardSet | None = None) -> None:
         session_id = str(header["id"])
         records: list[IndexRecord] = []
         if before.next_seq == 0:
             records.append(HeaderRecord(session_id, dict(header)))
         state, event_records = fold_records(session_id, before, events)
         records.extend(event_records)
-        self.shards.write_batch(records, {store_position_key(session_id): state.next_seq})
+        (shards or self.shards).write_batch(records,
+                                            {store_position_key(session_id): state.next_seq})
 
     def _mark_pending(self) -> None:
         with open_private(self._pending, "wb") as f:
@@ -85,24 +94,52 @@ class EmbeddedRuntime:
 
     # --- replay -------------------------------------------------------------------------------
 
-    def catch_up(self, progress: Callable[[int, int], None] | None = None) -> int:
+    def catch_up(self, progress: Callable[[int, int], None] | None = None, *,
+                 shards: ShardSet | None = None) -> int:
         """Index whatever the store holds beyond each session's tracking position; returns the
         number of events indexed. Idempotent: a fully indexed store indexes nothing."""
+        target = shards or self.shards
         ids = self.store.session_ids()
         indexed = 0
         for done, session_id in enumerate(ids, start=1):
-            position = self.shards.tracking_position(store_position_key(session_id)) or 0
+            position = target.tracking_position(store_position_key(session_id)) or 0
             header, events = self.store.read(session_id)
             if position < len(events):
                 state = SurfaceState()
                 for event in events[:position]:
                     state = apply(state, event)
-                self._index_append(header, state, events[position:])
+                self._index_append(header, state, events[position:], shards=target)
                 indexed += len(events) - position
             if progress is not None:
                 progress(done, len(ids))
-        self._pending.unlink(missing_ok=True)
+        if target is self.shards:
+            self._pending.unlink(missing_ok=True)
         return indexed
+
+    def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        """Build a complete new index generation from the store beside the live one, then swap
+        atomically. Resumable: an interrupted build is continued, not restarted."""
+        path = self.generations.building()
+        try:
+            build = self._open_shards(path)
+        except SessionQueryError:
+            self.generations.discard(path)  # half-created by a killed build: start it over
+            path = self.generations.building()
+            build = self._open_shards(path)
+        try:
+            indexed = self.catch_up(progress, shards=build)
+        finally:
+            build.close()
+        old = self.generations.promote(path)
+        self.shards.close()
+        self.shards = self._open_shards(self.generations.current())
+        removed = self.generations.cleanup(self.settings.snapshot_retention_s)
+        return {"generation": path.name, "previous": old.name, "eventsIndexed": indexed,
+                "removed": removed, **index_digest(self.shards)}
+
+    def digest(self) -> dict[str, Any]:
+        """The layout-independent digest of the live index (see indexer.digest)."""
+        return index_digest(self.shards)
 
 
 def index_config(settings: Settings) -> IndexConfig:

@@ -43,12 +43,31 @@ class EmbeddedBackend:
     """Operations over the embedded runtime, in-process."""
 
     def __init__(self, settings: Settings, **runtime_options: Any) -> None:
+        self.settings = settings
         self.runtime = EmbeddedRuntime(settings, **runtime_options)
+        self._attach()
+
+    def _attach(self) -> None:
         self._query = QueryService(self.runtime.shards)
         self._reference = ReferenceService(
-            self._query, self._append, max_references=settings.max_references,
-            max_reference_bytes=settings.max_reference_bytes,
-            candidate_limit=settings.candidate_limit)
+            self._query, self._append, max_references=self.settings.max_references,
+            max_reference_bytes=self.settings.max_reference_bytes,
+            candidate_limit=self.settings.candidate_limit)
+
+    def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        self._query.close()
+        try:
+            return self.runtime.reindex(progress)
+        finally:
+            self._attach()
+
+    def replay(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        """Embedded replay: the store is the log, so replaying it is a rebuild into a fresh
+        generation (the same job as reindex)."""
+        return self.reindex(progress)
+
+    def digest(self) -> dict[str, Any]:
+        return self.runtime.digest()
 
     def query(self) -> QueryService:
         return self._query
@@ -121,6 +140,18 @@ class Recall:
         report: IngestReport = self.backend.ingest([Path(p) for p in paths], fmt=fmt,
                                                    progress=progress)
         return report
+
+    def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        """Build a new index generation from the log and swap to it atomically."""
+        return dict(self.backend.reindex(progress))
+
+    def replay(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        """Rebuild all derived state from the log (embedded: the store; Kafka: rewound topics)."""
+        return dict(self.backend.replay(progress))
+
+    def index_digest(self) -> dict[str, Any]:
+        """Layout-independent digest of the index contents: equal digests, equal indexes."""
+        return dict(self.backend.digest())
 
     # --- search (SPEC 3) ----------------------------------------------------------------------
 

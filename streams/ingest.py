@@ -147,7 +147,7 @@ class Ingestor:
         if kind == "dsh":
             self._ingest_native(key, text, seen, report)
         elif kind in self.importers:
-            self._ingest_foreign(key, text, kind, report)
+            self._ingest_foreign(key, text, seen, kind, report)
         else:
             self._park(key, [Rejection(0, INGEST_UNSUPPORTED_FORMAT,
                                        f"no importer for format {kind!r}", text[:4096])], None,
@@ -167,27 +167,38 @@ class Ingestor:
             return "unknown"
         return "dsh" if isinstance(head, dict) and head.get("type") == "session" else "unknown"
 
-    def _ingest_native(self, key: str, text: bytes, seen: dict[str, Any] | None,
-                       report: IngestReport) -> None:
-        end = text.rfind(b"\n") + 1 if not text.endswith(b"\n") else len(text)
-        if end == 0:
+    def _complete_prefix(self, key: str, text: bytes, seen: dict[str, Any] | None,
+                         report: IngestReport) -> tuple[int, int] | None:
+        """(start, end) of the new complete lines, or None when the source was rewritten.
+        Only complete lines count: a partial last line may still be being written."""
+        end = len(text) if text.endswith(b"\n") else text.rfind(b"\n") + 1
+        if end == 0 and b"\n" not in text:
             end = len(text)  # a one-line file without newline: take it as complete
-        start, first_line = 0, 1
-        header: dict[str, Any] | None = None
-        stored: StoredSession | None = None
-        blocked = False
+        start = 0
         if seen and seen.get("consumed"):
             consumed = int(seen["consumed"])
-            prefix_ok = (len(text) >= consumed and
-                         _hash(text[:consumed]) == seen.get("prefixHash"))
-            if not prefix_ok:
+            if len(text) < consumed or _hash(text[:consumed]) != seen.get("prefixHash"):
                 report.rewritten.append(key)
                 self._park(key, [Rejection(0, INGEST_REWRITTEN_SOURCE,
                                            "the file changed before the point already ingested; "
                                            "it was not merged (re-ingest it under a new session "
                                            "or restore the original)", b"")], None, report)
-                return
-            start, first_line = consumed, int(seen.get("lines", 0)) + 1
+                return None
+            start = consumed
+        return start, end
+
+    def _ingest_native(self, key: str, text: bytes, seen: dict[str, Any] | None,
+                       report: IngestReport) -> None:
+        span = self._complete_prefix(key, text, seen, report)
+        if span is None:
+            return
+        start, end = span
+        first_line = 1
+        header: dict[str, Any] | None = None
+        stored: StoredSession | None = None
+        blocked = False
+        if seen and start:
+            first_line = int(seen.get("lines", 0)) + 1
             if seen.get("sessionId") is not None:
                 stored = self.store.load(str(seen["sessionId"]))
                 header = stored.header if stored else None
@@ -225,8 +236,15 @@ class Ingestor:
                               "lines": total_lines, "sessionId": sid,
                               "blocked": feed.blocked}
 
-    def _ingest_foreign(self, key: str, text: bytes, kind: str, report: IngestReport) -> None:
-        for header, events, rejections in self.importers[kind](text, key):
+    def _ingest_foreign(self, key: str, text: bytes, seen: dict[str, Any] | None, kind: str,
+                        report: IngestReport) -> None:
+        """Foreign importers are deterministic and need no look-ahead, so a grown file re-imports
+        whole and the store keeps only events it has not seen (exact duplicates skip)."""
+        span = self._complete_prefix(key, text, seen, report)
+        if span is None:
+            return
+        end = span[1]
+        for header, events, rejections in self.importers[kind](text[:end], key):
             sid = str(header["id"])
             report.sessions.add(sid)
             try:
@@ -256,6 +274,7 @@ class Ingestor:
                 self.store.append(header, feed.log.events, feed.log.state)
                 self.on_append(header, before, feed.log.events)
             self._park(key, parked, sid, report)
+        self.registry[key] = {"consumed": end, "prefixHash": _hash(text[:end])}
 
     def _park(self, source: str, rejections: Sequence[Rejection], session_id: str | None,
               report: IngestReport) -> None:

@@ -9,7 +9,6 @@ lines of one API message, tool results hanging off their tool_use line) are not 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 from projections.errors import INGEST_SCHEMA_VIOLATION
@@ -19,10 +18,10 @@ from streams.importers.claude_blocks import (
     assistant_block,
     error_code,
     result_content,
-    result_text,
     user_block,
     user_source,
 )
+from streams.importers.claude_compaction import CompactionMixin, Pending
 from streams.importers.claude_route import PREFIX, Route, header_for, main_id, route
 from streams.importers.common import (
     Emitter,
@@ -34,23 +33,10 @@ from streams.importers.common import (
 )
 from streams.importers.turns import TurnClock
 
-#: What Claude Code puts in place of a microcompacted tool result.
-CLEARED = "[Old tool result content cleared]"
 TITLE_TYPES = {"custom-title": "customTitle", "ai-title": "aiTitle"}
 
 
-@dataclass(slots=True)
-class _Pending:
-    """A compact_boundary waiting for its isCompactSummary user record."""
-
-    compaction_id: str
-    start_seq: int | None
-    span: list[int]
-    meta: dict[str, Any]
-    turn: int | None
-
-
-class _SessionMapper:
+class _SessionMapper(CompactionMixin):
     """Maps one session's records, in file order, to events through an Emitter."""
 
     def __init__(self, created_at: int) -> None:
@@ -62,7 +48,7 @@ class _SessionMapper:
         self.anchor: dict[str, int | None] = {}
         self.tip: str | None = None
         self.last_surface: int | None = None
-        self.pending: _Pending | None = None
+        self.pending: Pending | None = None
         self.titles: set[tuple[Any, Any]] = set()
         self.model = "unknown"
         self.api_message: str | None = None
@@ -94,9 +80,6 @@ class _SessionMapper:
         if isinstance(uuid, str):
             self.anchor[uuid] = self.last_surface
             self.tip = uuid
-
-    def _log_only(self, line: SourceLine, kind: str, data: dict[str, Any]) -> int | None:
-        return self.em.emit(line, kind, self.time, data)
 
     def _surface(self, line: SourceLine, kind: str, data: dict[str, Any],
                  fork: list[int]) -> int | None:
@@ -228,93 +211,6 @@ class _SessionMapper:
         self._log_only(line, "tool/call", {"turn": self.clock.turn, "step": self.clock.step,
                                            "callId": call_id, "name": block["name"],
                                            "arguments": block["arguments"]})
-
-    # --- compaction -----------------------------------------------------------------------
-
-    def _compact_start(self, line: SourceLine, value: dict[str, Any]) -> None:
-        if self.pending is not None:
-            self._close_pending(line, "a second compact boundary arrived before the summary")
-        found = value.get("compactMetadata")
-        meta: dict[str, Any] = found if isinstance(found, dict) else {}
-        cid = f"{PREFIX}:{value.get('uuid', line.number)}"
-        turn = None if meta.get("trigger") == "manual" else self.clock.turn
-        seq = self._log_only(line, "compaction/start", {"compactionId": cid, "turn": turn})
-        self.pending = _Pending(cid, seq, list(self.em.nodes()), meta, turn)
-
-    def _compact_summary(self, line: SourceLine, value: dict[str, Any]) -> None:
-        pending = self.pending or _Pending(f"{PREFIX}:{value.get('uuid', line.number)}", None,
-                                           list(self.em.nodes()), {}, self.clock.turn)
-        self.pending = None
-        message = value.get("message")
-        content = message.get("content") if isinstance(message, dict) else None
-        text = result_text(content)
-        nodes = self.em.nodes()
-        span = [s for s in nodes if s in set(pending.span)]
-        shadowed = nodes[nodes.index(span[0]):nodes.index(span[-1]) + 1] if span else []
-        summary_seq = self._log_only(line, "compaction/summary", {
-            "compactionId": pending.compaction_id, "summary": text,
-            "shadowedRange": {"start": shadowed[0], "end": shadowed[-1]} if shadowed else None,
-            "shadowedSeqs": shadowed,
-            "shadowedTokenCount": int(pending.meta.get("preTokens") or 0),
-            "provider": "anthropic", "model": self.model,
-            "trigger": pending.meta.get("trigger")})
-        cited = [s for s in (pending.start_seq, summary_seq) if s is not None] + shadowed
-        data = {"id": str(value.get("uuid", f"line-{line.number}")), "role": "user",
-                "source": {"kind": "plugin", "plugin": "compact",
-                           "compactionId": pending.compaction_id},
-                "content": [user_block(b) for b in as_blocks(content)]}
-        op: Any = {"op": "replace", "start": shadowed[0], "end": shadowed[-1]} if shadowed \
-            else "append"
-        seq = self.em.emit(line, "user/message", self.time, data, op=op,
-                           sources=cited or None)
-        if seq is not None:
-            self.last_surface = seq
-        self._log_only(line, "compaction/end", {"compactionId": pending.compaction_id,
-                                                "turn": pending.turn})
-
-    def _close_pending(self, line: SourceLine, error: str) -> None:
-        assert self.pending is not None
-        self._log_only(line, "compaction/end", {"compactionId": self.pending.compaction_id,
-                                                "turn": self.pending.turn, "error": error})
-        self.pending = None
-
-    def _microcompact(self, line: SourceLine, value: dict[str, Any]) -> None:
-        """Each listed tool result still on the surface is rewritten to the cleared placeholder:
-        `compaction/prune`, then a tool/result replacing exactly that result (SPEC 1.3)."""
-        self._log_only(line, f"{PREFIX}/system", {})
-        meta = value.get("microcompactMetadata")
-        meta = meta if isinstance(meta, dict) else {}
-        ids = [i for i in meta.get("compactedToolIds") or [] if isinstance(i, str)]
-        nodes = set(self.em.nodes())
-        found = [(i, self.results[i]) for i in ids if self.results.get(i) in nodes]
-        sizes = [len(result_text(self._result_part(seq).get("content"))) for _, seq in found]
-        saved = int(meta.get("tokensSaved") or 0)
-        cid = f"{PREFIX}:{value.get('uuid', line.number)}"
-        for (call_id, seq), size in zip(found, sizes, strict=True):
-            # The source measures only the total; share it out by each result's length.
-            tokens = saved * size // sum(sizes) if sum(sizes) else 0
-            self._log_only(line, "compaction/prune", {
-                "compactionId": cid, "toolCallId": call_id,
-                "shadowedRange": {"start": seq, "end": seq}, "shadowedSeqs": [seq],
-                "shadowedTokenCount": tokens})
-            self._rewrite_result(line, call_id, seq)
-
-    def _result_part(self, seq: int) -> dict[str, Any]:
-        part = self.em.events[seq]["data"]["message"]["content"][0]
-        return part if isinstance(part, dict) else {}
-
-    def _rewrite_result(self, line: SourceLine, call_id: str, seq: int) -> None:
-        data = self.em.events[seq]["data"]
-        message = data["message"]
-        part = {**message["content"][0], "content": CLEARED}
-        rewritten = {**data, "message": {**message, "content": [part, *message["content"][1:]]}}
-        op = {"op": "replace", "start": seq, "end": seq}
-        new = self.em.emit(line, "tool/result", self.time, rewritten, op=op, sources=[seq],
-                           with_raw=False)
-        if new is not None:
-            self.results[call_id] = new
-            if self.last_surface == seq:
-                self.last_surface = new
 
     # --- titles ---------------------------------------------------------------------------
 

@@ -7,9 +7,10 @@ Table layout, per session id `sid` (keys are `sid + "\\x00" + suffix`, so one se
 follow the session's partition):
   h          the session header (JSON)
   m, p<i>    the paged fold state of `projections.fold` (meta + pages); written meta last
-  d<slot>    `<seq>:<digest>` of the event at `seq`, slot = seq % DIGEST_WINDOW
-An event therefore writes the meta, the page(s) it changed and one digest slot: per-event table
-bytes stay flat however long the session grows.
+  d          digests of the last DIGEST_WINDOW accepted events: `[first_seq, digest, ...]`
+An event therefore rewrites the meta, the page(s) it changed and the small digest window; a
+batch writes each of those once per session. Table bytes per event stay flat however long the
+session grows.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ SEP = "\x00"
 #: How many recent seqs per session keep a digest. Redelivered events older than this are
 #: ignored unverified (counted): faust redelivers what it already applied, so they are almost
 #: always exact duplicates, and verifying them would need per-seq state that grows forever.
-DIGEST_WINDOW = 64
+DIGEST_WINDOW = 32
 #: A fold state that cannot be decoded (e.g. a half-written changelog). Not an input error, but
 #: the record is still parked rather than dropped.
 STATE_CORRUPT = "INGEST_STATE_CORRUPT"
@@ -60,7 +61,33 @@ def table_key(session_id: str, suffix: str) -> str:
 
 
 def digest(raw: bytes) -> str:
-    return base64.b64encode(hashlib.blake2b(raw, digest_size=12).digest()).decode("ascii")
+    return base64.b64encode(hashlib.blake2b(raw, digest_size=9).digest()).decode("ascii")
+
+
+@dataclass(frozen=True, slots=True)
+class Loaded:
+    """A session's decoded state as of `meta`, with its digest window."""
+
+    meta: bytes
+    state: SurfaceState
+    first_seq: int
+    digests: tuple[str, ...]
+
+    def digest_of(self, seq: int) -> str | None:
+        i = seq - self.first_seq
+        return self.digests[i] if 0 <= i < len(self.digests) else None
+
+
+def encode_digests(first_seq: int, digests: tuple[str, ...]) -> bytes:
+    return orjson.dumps([first_seq, *digests])
+
+
+def decode_digests(raw: bytes | None, next_seq: int) -> tuple[int, tuple[str, ...]]:
+    """The window, cut at `next_seq`: entries past it come from a torn write and never counted."""
+    if raw is None:
+        return next_seq, ()
+    first, *rest = orjson.loads(raw)
+    return int(first), tuple(str(d) for d in rest[:max(0, next_seq - int(first))])
 
 
 @dataclass(slots=True)
@@ -81,7 +108,7 @@ class FoldProcessor:
     def __init__(self, *, max_event_bytes: int, cache_size: int = 4096) -> None:
         self.max_event_bytes = max_event_bytes
         self.cache_size = cache_size
-        self._cache: OrderedDict[str, tuple[bytes, SurfaceState]] = OrderedDict()
+        self._cache: OrderedDict[str, Loaded] = OrderedDict()
         self.stats: Counter[str] = Counter()
 
     def fold_record(self, view: StateView, key: bytes | None, value: bytes | None) -> FoldOutcome:
@@ -103,7 +130,7 @@ class FoldProcessor:
         if loaded is None:
             raise InputRejected(f"session {sid!r} has no header yet; the header record must come "
                                 "first", code=INGEST_MISSING_HEADER)
-        _meta, state = loaded
+        state, first_seq, digests = loaded.state, loaded.first_seq, loaded.digests
         out = FoldOutcome()
         for event in decoded.events:
             raw = orjson.dumps(event) if decoded.packed else value
@@ -112,7 +139,7 @@ class FoldProcessor:
             seq = event["seq"]
             mark = digest(raw)
             if seq < state.next_seq:
-                self._check_duplicate(view, out, sid, seq, mark)
+                self._check_duplicate(seq, mark, first_seq, digests)
                 out.duplicates += 1
                 continue
             if seq > state.next_seq:
@@ -125,14 +152,16 @@ class FoldProcessor:
             state = step.state
             for suffix, page in encode_step(step).items():
                 out.writes[table_key(sid, suffix)] = page
-            out.writes[table_key(sid, f"d{seq % DIGEST_WINDOW}")] = f"{seq}:{mark}".encode()
+            digests = (*digests, mark)[-DIGEST_WINDOW:]
+            first_seq = state.next_seq - len(digests)
             out.documents.append(event_record(sid, event, step))
         if out.documents:
             meta_key = table_key(sid, "m")  # re-inserted so the meta is written last
             meta = out.writes.pop(meta_key)
             assert meta is not None
+            out.writes[table_key(sid, "d")] = encode_digests(first_seq, digests)
             out.writes[meta_key] = meta
-            self._remember(sid, meta, state)
+            self._remember(sid, Loaded(meta, state, first_seq, digests))
             self.stats["events"] += len(out.documents)
         return out
 
@@ -149,31 +178,26 @@ class FoldProcessor:
         empty = SurfaceState()
         self.stats["headers"] += 1
         meta = encode_meta(empty)
-        self._remember(sid, meta, empty)
+        self._remember(sid, Loaded(meta, empty, 0, ()))
         return FoldOutcome(writes={table_key(sid, "h"): orjson.dumps(header),
                                    table_key(sid, "m"): meta},
                            documents=[HeaderRecord(sid, header)])
 
-    def _check_duplicate(self, view: StateView, out: FoldOutcome, sid: str, seq: int,
-                         mark: str) -> None:
-        slot_key = table_key(sid, f"d{seq % DIGEST_WINDOW}")
-        slot = out.writes.get(slot_key) or view.get(slot_key)
-        if slot is None:
+    def _check_duplicate(self, seq: int, mark: str, first_seq: int,
+                         digests: tuple[str, ...]) -> None:
+        i = seq - first_seq
+        if not 0 <= i < len(digests):
             self.stats["duplicates_unverified"] += 1
-            return
-        slot_seq, _, slot_mark = slot.decode("ascii").partition(":")
-        if int(slot_seq) != seq:
-            self.stats["duplicates_unverified"] += 1
-        elif slot_mark != mark:
+        elif digests[i] != mark:
             raise InputRejected(f"seq {seq} was already accepted with different content",
                                 code=INGEST_DUPLICATE_CONFLICT)
 
-    def _load(self, view: StateView, sid: str) -> tuple[bytes, SurfaceState] | None:
+    def _load(self, view: StateView, sid: str) -> Loaded | None:
         meta = view.get(table_key(sid, "m"))
         if meta is None:
             return None
         cached = self._cache.get(sid)
-        if cached is not None and cached[0] == meta:
+        if cached is not None and cached.meta == meta:
             self._cache.move_to_end(sid)
             return cached
         try:
@@ -184,14 +208,16 @@ class FoldProcessor:
                 if page is not None:
                     records[f"p{i}"] = page
             state = _drop_torn_nodes(decode_state(records))
+            first_seq, digests = decode_digests(view.get(table_key(sid, "d")), state.next_seq)
         except (FoldError, KeyError, ValueError, TypeError) as exc:
             raise InputRejected(f"fold state of session {sid!r} is unreadable: {exc}",
                                 code=STATE_CORRUPT) from None
-        self._remember(sid, meta, state)
-        return meta, state
+        loaded = Loaded(meta, state, first_seq, digests)
+        self._remember(sid, loaded)
+        return loaded
 
-    def _remember(self, sid: str, meta: bytes, state: SurfaceState) -> None:
-        self._cache[sid] = (meta, state)
+    def _remember(self, sid: str, loaded: Loaded) -> None:
+        self._cache[sid] = loaded
         self._cache.move_to_end(sid)
         while len(self._cache) > self.cache_size:
             self._cache.popitem(last=False)

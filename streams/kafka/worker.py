@@ -39,7 +39,7 @@ def main(argv: list[str] | None = None) -> None:
     processor = app.fold_processor  # type: ignore[attr-defined]
     last: dict[str, int] = {}
 
-    @app.timer(STATS_EVERY_S)
+    @app.timer(STATS_EVERY_S)  # type: ignore[untyped-decorator]
     async def report_stats() -> None:
         nonlocal last
         if dict(processor.stats) != last:

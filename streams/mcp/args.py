@@ -87,8 +87,9 @@ SPECS: dict[str, dict[str, Arg]] = {
         "after": Arg("integer", "Neighbouring events after the target (0-50)."),
     },
     "session_reference": {
+        # No message argument: mentions inside a message would name sessions that never
+        # passed the workspace check.
         "session_ids": Arg("strings", "Sessions (up to three) to reference.", required=True),
-        "message": Arg("string", "Your next message, as it would be sent."),
     },
 }
 

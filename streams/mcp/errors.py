@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 
 from projections.errors import SessionQueryError, SessionReferenceError
@@ -95,10 +96,8 @@ def to_tool_error(exc: BaseException) -> ToolError:
     foreign exceptions all become SESSION_QUERY_TOOL_FAILED: their details are ours, not its."""
     if isinstance(exc, ToolError):
         return exc
-    try:
+    with contextlib.suppress(Exception):  # logging must never turn one failure into another
         log.warning("session tool failure: %s", _describe(exc))
-    except Exception:  # logging must never turn one failure into another
-        pass
     if isinstance(exc, SessionQueryError | SessionReferenceError) and isinstance(
             getattr(exc, "code", None), str) and exc.code in FIXED_MESSAGES:
         return ToolError(exc.code)

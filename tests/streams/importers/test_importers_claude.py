@@ -28,7 +28,7 @@ from projections.errors import (
     INGEST_SCHEMA_VIOLATION,
 )
 from streams.importers import ImportedSession, import_claude_code
-from streams.importers.claude_code import CLEARED
+from streams.importers.claude_compaction import CLEARED
 
 MAIN_1098 = "claude-code:fe5e1c67-53e7-4862-81ae-d0e013e3270b"
 

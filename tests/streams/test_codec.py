@@ -1,0 +1,136 @@
+"""Unit: streams.codec, the bytes⇄model boundary."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from factories import assistant, header, user
+
+from projections.errors import (
+    INGEST_INVALID_UTF8,
+    INGEST_MALFORMED_JSON,
+    INGEST_OVERSIZED_EVENT,
+    INGEST_SCHEMA_VIOLATION,
+    InputRejected,
+)
+from projections.fold import Replacement
+from projections.records import EventRecord, HeaderRecord
+from projections.surfaces import Surface
+from streams.codec import (
+    DeadLetter,
+    DecodedEvents,
+    DecodedHeader,
+    Reply,
+    Request,
+    dead_letter_key,
+    decode_dead_letter,
+    decode_document,
+    decode_event_value,
+    decode_reply,
+    decode_request,
+    document_key,
+    encode_dead_letter,
+    encode_document,
+    encode_event_value,
+    encode_reply,
+    encode_request,
+    error_reply,
+    ok_reply,
+)
+
+LIMIT = 4096
+
+
+def rejected(value: bytes | None, limit: int = LIMIT) -> str:
+    with pytest.raises(InputRejected) as info:
+        decode_event_value(value, max_bytes=limit)
+    return info.value.code
+
+
+def test_header_and_event_decode_to_their_wire_dicts() -> None:
+    decoded = decode_event_value(encode_event_value(header("s1", cwd="/w")), max_bytes=LIMIT)
+    assert decoded == DecodedHeader({"type": "session", "version": 0, "id": "s1",
+                                     "createdAt": 1_700_000_000_000, "cwd": "/w"})
+    event = user(0, "hello")
+    assert decode_event_value(orjson.dumps(event), max_bytes=LIMIT) == DecodedEvents(
+        (event,), packed=False)
+
+
+def test_chunk_row_expands_to_its_events() -> None:
+    row = {"type": "text-chunks", "seq0": 4, "time0": 100,
+           "members": [{"dt": 0, "data": {"t": "a"}}, {"dt": 5, "data": {"t": "b"}}]}
+    decoded = decode_event_value(orjson.dumps(row), max_bytes=LIMIT)
+    assert isinstance(decoded, DecodedEvents) and decoded.packed
+    assert [(e["seq"], e["time"]) for e in decoded.events] == [(4, 100), (5, 105)]
+
+
+@pytest.mark.parametrize(("value", "code"), [
+    (b"{not json", INGEST_MALFORMED_JSON),
+    (b'{"type":"user/message","seq":0,"time":1,"data":"\xff"}', INGEST_INVALID_UTF8),
+    (orjson.dumps({"type": "user/message", "seq": 0, "data": {}}), INGEST_SCHEMA_VIOLATION),
+    (orjson.dumps({"type": "session", "version": 1, "id": "s", "createdAt": 0}),
+     INGEST_SCHEMA_VIOLATION),
+    (orjson.dumps([1, 2]), INGEST_SCHEMA_VIOLATION),
+    (None, INGEST_SCHEMA_VIOLATION),
+])
+def test_bad_values_are_rejected_with_stable_codes(value: bytes | None, code: str) -> None:
+    assert rejected(value) == code
+
+
+def test_oversized_is_checked_before_parsing() -> None:
+    assert rejected(b"{" * 5000) == INGEST_OVERSIZED_EVENT
+    assert rejected(orjson.dumps(user(0, "x" * 100)), limit=50) == INGEST_OVERSIZED_EVENT
+
+
+def test_documents_round_trip_with_their_compaction_keys() -> None:
+    head = HeaderRecord("s1", header("s1"))
+    event = assistant(3, "answer")
+    record = EventRecord("s1", 3, "assistant/message", 1003, Surface.CURRENT, "answer",
+                         orjson.dumps(event), Replacement(3, 0, 1, (0, 1)))
+    assert decode_document(encode_document(head)) == head
+    back = decode_document(encode_document(record))
+    assert back == record and orjson.loads(back.raw) == event
+    assert document_key(head) == b"s1:header"
+    assert document_key(record) == b"s1:3"
+    with pytest.raises(InputRejected):
+        decode_document(b'{"kind":"event"}')
+
+
+def test_dead_letter_keeps_original_bytes_and_position() -> None:
+    letter = DeadLetter.of(topic="p.events", partition=2, offset=41, key=b"s\xff",
+                           value=b"\x00{bad", code=INGEST_MALFORMED_JSON, reason="malformed")
+    back = decode_dead_letter(encode_dead_letter(letter))
+    assert back == letter
+    assert back.original_key() == b"s\xff" and back.original_value() == b"\x00{bad"
+    assert dead_letter_key(back) == b"p.events:2:41"
+    assert DeadLetter.of(topic="t", partition=0, offset=0, key=None, value=None, code="C",
+                         reason="r").original_value() is None
+
+
+def test_request_and_reply_envelopes_use_camel_case_on_the_wire() -> None:
+    request = Request(id="r1", replyTo="p.replies", op="search_sessions",
+                      args={"query": "trace"}, deadlineMs=1234)
+    wire = orjson.loads(encode_request(request))
+    assert wire == {"id": "r1", "replyTo": "p.replies", "op": "search_sessions",
+                    "args": {"query": "trace"}, "deadlineMs": 1234}
+    assert decode_request(encode_request(request)) == request
+    assert orjson.loads(encode_reply(ok_reply("r1", {"hits": []}))) == {
+        "id": "r1", "ok": True, "result": {"hits": []}}
+    failed = error_reply("r1", "SESSION_QUERY_STALE_CURSOR", "restart paging")
+    assert orjson.loads(encode_reply(failed)) == {
+        "id": "r1", "ok": False,
+        "error": {"code": "SESSION_QUERY_STALE_CURSOR", "message": "restart paging"}}
+    assert decode_reply(encode_reply(failed)) == failed
+    assert isinstance(decode_reply(encode_reply(ok_reply("r2", None))), Reply)
+
+
+@pytest.mark.parametrize(("value", "code"), [
+    (b"nope", INGEST_MALFORMED_JSON),
+    (orjson.dumps({"id": "r", "op": "x", "deadlineMs": 1}), INGEST_SCHEMA_VIOLATION),
+    (orjson.dumps({"id": "r", "replyTo": "t", "op": "x", "deadlineMs": 1, "extra": 1}),
+     INGEST_SCHEMA_VIOLATION),
+])
+def test_unreadable_requests_are_rejected(value: bytes, code: str) -> None:
+    with pytest.raises(InputRejected) as info:
+        decode_request(value)
+    assert info.value.code == code

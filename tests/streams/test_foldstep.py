@@ -1,0 +1,185 @@
+"""Unit: streams.kafka.foldstep, the per-record decisions of the Kafka fold agent (a dict as table)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+from factories import assistant, checkpoint, header, log_only, tool_result, user
+
+from projections.errors import (
+    INGEST_DUPLICATE_CONFLICT,
+    INGEST_HEADER_CONFLICT,
+    INGEST_INVALID_SURFACE,
+    INGEST_MISSING_HEADER,
+    INGEST_SCHEMA_VIOLATION,
+    INGEST_SEQ_GAP,
+    INGEST_UNKNOWN_EVENT_TYPE,
+)
+from projections.fold import fold_surface
+from projections.records import EventRecord, HeaderRecord
+from streams.kafka.foldstep import (
+    DIGEST_WINDOW,
+    SEP,
+    FoldOutcome,
+    FoldProcessor,
+    Overlay,
+    table_key,
+)
+
+SID = b"s1"
+
+
+class Harness:
+    """A processor over a dict table; `feed` applies writes exactly as the agent does."""
+
+    def __init__(self) -> None:
+        self.table: dict[str, bytes] = {}
+        self.processor = FoldProcessor(max_event_bytes=4096)
+
+    def feed(self, value: dict[str, Any] | bytes, key: bytes | None = SID) -> FoldOutcome:
+        raw = value if isinstance(value, bytes) else orjson.dumps(value)
+        out = self.processor.fold_record(self.table, key, raw)
+        for k, v in out.writes.items():
+            if v is None:
+                self.table.pop(k, None)
+            else:
+                self.table[k] = v
+        return out
+
+    def code(self, value: dict[str, Any] | bytes, key: bytes | None = SID) -> str:
+        before = dict(self.table)
+        out = self.feed(value, key)
+        assert out.rejection is not None and not out.writes and not out.documents
+        assert self.table == before
+        return out.rejection.code
+
+
+def started(events: int = 0) -> Harness:
+    h = Harness()
+    h.feed(header("s1"))
+    for seq in range(events):
+        assert h.feed(user(seq, f"q{seq}")).documents
+    return h
+
+
+def test_header_then_events_become_records_in_order() -> None:
+    h = Harness()
+    out = h.feed(header("s1"))
+    assert out.documents == [HeaderRecord("s1", header("s1"))]
+    for seq in range(3):
+        (doc,) = h.feed(user(seq, f"q{seq}") if seq != 1 else assistant(1, "a1")).documents
+        assert isinstance(doc, EventRecord) and doc.seq == seq and doc.session_id == "s1"
+    assert h.processor.stats["events"] == 3 and h.processor.stats["headers"] == 1
+
+
+def test_compaction_is_one_record_carrying_its_replacement() -> None:
+    h = started()
+    events = [user(0, "a"), assistant(1, "b"), tool_result(2, "c"),
+              log_only(3, "compaction/start"), log_only(4, "compaction/summary"),
+              checkpoint(5, "summary", 0, 2, [3, 4, 0, 1, 2])]
+    docs = [d for e in events for d in h.feed(e).documents]
+    assert [d.replacement for d in docs[:5]] == [None] * 5
+    assert docs[5].replacement is not None and docs[5].replacement.shadowed_seqs == (0, 1, 2)
+    # The table's state equals the pure fold of the same log.
+    state = h.processor._load(h.table, "s1")
+    assert state is not None and state.state.nodes == fold_surface(events).nodes == [5]
+
+
+def test_exact_duplicates_are_ignored_and_conflicts_parked() -> None:
+    h = started(4)
+    assert h.feed(user(2, "q2")).duplicates == 1
+    assert h.feed(header("s1")).duplicates == 1
+    assert h.code(user(2, "other text")) == INGEST_DUPLICATE_CONFLICT
+    assert h.code(header("s1", cwd="/else")) == INGEST_HEADER_CONFLICT
+    assert h.feed(user(4, "q4")).documents  # the session goes on
+
+
+def test_duplicates_older_than_the_window_are_ignored_unverified() -> None:
+    h = started(DIGEST_WINDOW + 2)
+    assert h.feed(user(0, "changed")).duplicates == 1
+    assert h.processor.stats["duplicates_unverified"] == 1
+
+
+@pytest.mark.parametrize(("value", "code"), [
+    (user(5, "gap"), INGEST_SEQ_GAP),
+    (user(2, "bad op", op="prepend"), INGEST_INVALID_SURFACE),
+    (log_only(2, "turn/start", surfaceOp="append"), INGEST_INVALID_SURFACE),
+    (log_only(2, "made/up"), INGEST_UNKNOWN_EVENT_TYPE),
+    ({"type": "user/message", "seq": 2}, INGEST_SCHEMA_VIOLATION),
+    (header("other"), INGEST_SCHEMA_VIOLATION),
+])
+def test_bad_records_change_nothing(value: dict[str, Any], code: str) -> None:
+    h = started(2)
+    assert h.code(value) == code
+    assert h.feed(user(2, "q2")).documents
+
+
+def test_unknown_types_marked_ignorable_are_log_only() -> None:
+    h = started(1)
+    (doc,) = h.feed(log_only(1, "made/up", ignorable=True)).documents
+    assert doc.surface.value == "log-only"
+
+
+def test_keys_must_name_the_session() -> None:
+    h = Harness()
+    assert h.code(header("s1"), key=None) == INGEST_SCHEMA_VIOLATION
+    assert h.code(header("s1"), key=b"\xff") == INGEST_SCHEMA_VIOLATION
+    assert h.code(user(0, "x"), key=b"nobody") == INGEST_MISSING_HEADER
+
+
+def test_packed_chunk_rows_fold_each_member_and_replay_as_duplicates() -> None:
+    h = started(1)
+    row = {"type": "text-chunks", "seq0": 1, "time0": 5,
+           "members": [{"dt": 0, "data": {"d": "a"}}, {"dt": 1, "data": {"d": "b"}}]}
+    assert [d.seq for d in h.feed(row).documents] == [1, 2]
+    assert h.feed(row).duplicates == 2
+
+
+def test_per_event_writes_stay_flat_as_the_session_grows() -> None:
+    h = started()
+    sizes = []
+    for seq in range(300):
+        out = h.feed(user(seq, "same length text"))
+        sizes.append(sum(len(k) + len(v or b"") for k, v in out.writes.items()))
+        assert len(out.writes) <= 3  # meta, tail page, digest slot
+        assert list(out.writes)[-1] == table_key("s1", "m")  # meta last: the commit point
+    assert max(sizes[200:]) <= max(sizes[:100]) + 8
+
+
+def test_a_torn_append_is_undone_on_load() -> None:
+    h = started(3)
+    meta_before = h.table[table_key("s1", "m")]
+    out = h.processor.fold_record(h.table, SID, orjson.dumps(user(3, "q3")))
+    # Crash after the page was written, before the meta: the page has a node the meta lacks.
+    for k, v in out.writes.items():
+        if not k.endswith(SEP + "m"):
+            h.table[k] = v  # type: ignore[assignment]
+    assert h.table[table_key("s1", "m")] == meta_before
+    fresh = Harness()
+    fresh.table = h.table  # a new worker: empty cache, state from the table only
+    assert [d.seq for d in fresh.feed(user(3, "q3")).documents] == [3]
+    state = fresh.processor._load(fresh.table, "s1")
+    assert state is not None and state.state.nodes == [0, 1, 2, 3]
+
+
+def test_cache_follows_the_table_not_its_own_memory() -> None:
+    h = started(2)
+    other = Harness()
+    other.table = h.table
+    other.feed(user(2, "q2"))  # another worker advanced the session (after a rebalance)
+    assert h.code(user(2, "stale view")) == INGEST_DUPLICATE_CONFLICT
+    assert h.feed(user(3, "q3")).documents
+
+
+def test_overlay_reads_pending_writes_and_drains_meta_last() -> None:
+    table = {"a\x00m": b"old", "a\x00p0": b"p"}
+    overlay = Overlay(table)
+    overlay.put({"a\x00m": b"new", "a\x00d1": b"1:x", "a\x00p1": None})
+    assert overlay.get("a\x00m") == b"new" and overlay.get("a\x00p0") == b"p"
+    assert overlay.get("a\x00p1") is None
+    drained = list(overlay.drain())
+    assert drained[-1] == ("a\x00m", b"new")
+    assert dict(drained) == {"a\x00m": b"new", "a\x00d1": b"1:x", "a\x00p1": None}
+    assert overlay.pending == {}
