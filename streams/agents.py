@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import faust
+from aiokafka import AIOKafkaProducer
 
 from streams.codec import (
     DeadLetter,
@@ -18,13 +19,15 @@ from streams.codec import (
 from streams.kafka.foldstep import FoldProcessor, Overlay
 from streams.kafka.table import PartitionedTable
 from streams.settings import Settings
-from streams.topics import FOLD_TABLE, Topics
+from streams.topics import FOLD_TABLE, Topics, bootstrap_servers
 
 #: Records per batch. A batch costs one table write per touched key and one wait for the
 #: document acks, so bigger batches amortise more when sessions are bursty.
 BATCH_MAX = 500
 #: How long a partial batch may wait: the latency floor of an event on a quiet topic.
 BATCH_WITHIN_S = 0.05
+#: Output producer linger: documents of one batch are sent together anyway.
+OUTPUT_LINGER_MS = 2
 
 
 class _TableView:
@@ -38,7 +41,7 @@ class _TableView:
         return value
 
 
-async def fold_batch(app: faust.App, topics: Topics, table: PartitionedTable,
+async def fold_batch(producer: AIOKafkaProducer, topics: Topics, table: PartitionedTable,
                      processor: FoldProcessor, events: Sequence[Any]) -> None:
     """Fold a batch of events-topic records. Order of effects (at-least-once, no transactions):
     1. fold every record against the table plus the batch's pending writes;
@@ -49,7 +52,6 @@ async def fold_batch(app: faust.App, topics: Topics, table: PartitionedTable,
     view = _TableView(table)
     overlays: dict[int, Overlay] = {}
     pending: list[Any] = []
-    producer = app.producer
     for event in events:
         msg = event.message
         overlay = overlays.get(msg.partition)
@@ -60,15 +62,15 @@ async def fold_batch(app: faust.App, topics: Topics, table: PartitionedTable,
             letter = DeadLetter.of(topic=msg.topic, partition=msg.partition, offset=msg.offset,
                                    key=msg.key, value=msg.value, code=out.rejection.code,
                                    reason=out.rejection.message)
-            pending.append(await producer.send(topics.dead_letter, dead_letter_key(letter),
-                                               encode_dead_letter(letter), msg.partition,
-                                               None, None))
+            pending.append(await producer.send(topics.dead_letter, encode_dead_letter(letter),
+                                               key=dead_letter_key(letter),
+                                               partition=msg.partition))
             continue
         overlay.put(out.writes)
         for record in out.documents:
-            pending.append(await producer.send(topics.documents, document_key(record),
-                                               encode_document(record), msg.partition,
-                                               None, None))
+            pending.append(await producer.send(topics.documents, encode_document(record),
+                                               key=document_key(record),
+                                               partition=msg.partition))
     if pending:
         await asyncio.gather(*pending)
     for partition, overlay in overlays.items():
@@ -88,9 +90,19 @@ def register_fold_agent(app: faust.App, settings: Settings, topics: Topics) -> F
 
     @app.agent(source, name="fold")
     async def fold(stream: faust.StreamT[bytes]) -> None:
-        # StreamT does not declare take_events; every concrete faust Stream has it.
-        batches = stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
-        async for batch in batches:
-            await fold_batch(app, topics, table, processor, batch)
+        # Outputs get their own producer: faust's may be limited to one record per batch (the
+        # tansu work-around, needed only by the changelog), which made awaiting a batch's
+        # document acks cost one round trip per record.
+        assert settings.broker is not None
+        producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers(settings.broker),
+                                    linger_ms=OUTPUT_LINGER_MS)
+        await producer.start()
+        try:
+            # StreamT does not declare take_events; every concrete faust Stream has it.
+            batches = stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
+            async for batch in batches:
+                await fold_batch(producer, topics, table, processor, batch)
+        finally:
+            await producer.stop()
 
     return processor

@@ -24,7 +24,7 @@ def days_from_civil(year: int, month: int, day: int) -> int:
     """Days since 1970-01-01 in the proleptic Gregorian calendar (year 0 included, unlike
     `datetime`, so every 4-digit year the grammar admits converts)."""
     y = year - (month <= 2)
-    era = (y if y >= 0 else y - 399) // 400
+    era = y // 400  # floor division: Hinnant's C form pre-adjusts for truncation
     yoe = y - era * 400
     doy = (153 * (month + (-3 if month > 2 else 9)) + 2) // 5 + day - 1
     doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
@@ -34,7 +34,7 @@ def days_from_civil(year: int, month: int, day: int) -> int:
 def civil_from_days(days: int) -> tuple[int, int, int]:
     """Inverse of `days_from_civil`."""
     z = days + 719_468
-    era = (z if z >= 0 else z - 146_096) // 146_097
+    era = z // 146_097
     doe = z - era * 146_097
     yoe = (doe - doe // 1460 + doe // 36_524 - doe // 146_096) // 365
     doy = doe - (365 * yoe + yoe // 4 - yoe // 100)

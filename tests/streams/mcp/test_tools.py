@@ -26,8 +26,8 @@ def test_cap_counts_only_accepted_items(recall: Recall) -> None:
                                            "session_search", query="widget")
     capped = run(SessionTools(recall, max_search_results=2), "session_search", query="widget")
     assert capped.startswith("Session search results (2):")
-    assert capped.endswith("\n\n3. Session" not in capped and
-                           "\n\nResult cap reached. Narrow the query or add filters to find "
+    assert "\n\n3. Session" not in capped
+    assert capped.endswith("\n\nResult cap reached. Narrow the query or add filters to find "
                            "additional matches.")
 
 
