@@ -30,7 +30,7 @@ from projections.fold import fold_surface
 from projections.trace import trace_event as trace_log_event
 
 
-def _sort_listing(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+def sort_listing(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
     return sorted(items, key=lambda i: (-int(i["header"].get("createdAt") or 0),
                                         str(i["header"]["id"])))
 
@@ -73,7 +73,7 @@ class SessionReads:
                 + (f" AND {where}" if where else ""), params).fetchall()
             items.extend({"header": orjson.loads(h), "live": self._live(t, now_ms),
                           "persisted": True} for h, t in rows)
-        return _sort_listing(items)
+        return sort_listing(items)
 
     def list_sessions(self, *, now_ms: int | None = None) -> list[dict[str, Any]]:
         """`[{header, live, persisted}]`, createdAt descending, then id ascending."""

@@ -37,6 +37,50 @@ def _hit(c: Mapping[str, Any]) -> dict[str, Any]:
             "surface": c["surface"], "snippet": c["snippet"]}
 
 
+def prepare_request(request: Any, scope: Scope, config: IndexConfig) -> dict[str, Any]:
+    """SPEC 3.3's normalization in order, filters, budgets and the request fingerprint."""
+    if config.open_at == "never":
+        raise query_error(SEARCH_DISABLED, "session search is disabled (openAt: never)")
+    if not isinstance(request, Mapping):
+        raise query_error(INVALID_QUERY, "request must be an object")
+    req = copy.deepcopy(dict(request))  # later caller edits must not leak into a queued request
+    session_id = None
+    if scope == "events":
+        session_id = req.get("sessionId")
+        if not isinstance(session_id, str):
+            raise query_error(INVALID_FILTER, "sessionId must be a string")
+        session_clauses: list[Any] = []
+        event_clauses = validate_filters(req.get("filters"), "event")
+    else:
+        session_clauses = validate_filters(req.get("sessionFilters"), "session")
+        event_clauses = validate_filters(req.get("eventFilters"), "event")
+    cursor = check_cursor_type(req.get("cursor"))
+    query = normalize_query(req.get("query"))
+    limit = resolve_limit(req.get("limit"), config)
+    check_budgets([*session_clauses, *event_clauses], within_session=scope == "events")
+    mode = req.get("mode", "token")
+    if mode not in _MODES:
+        raise query_error(INVALID_QUERY, f"mode must be one of {_MODES}")
+    index = choose_index(query, mode)
+    if mode == "substring" and not config.substring:
+        raise query_error(INVALID_QUERY, "substring mode is not enabled on this index",
+                          hint="open the index with substring=True, or use token mode")
+    consistency = req.get("consistency", "strict")
+    if consistency not in _CONSISTENCY:
+        raise query_error(INVALID_QUERY, f"consistency must be one of {_CONSISTENCY}")
+    session_canon = canonical_filters(session_clauses)
+    event_canon = canonical_filters(event_clauses)
+    print_: dict[str, Any] = {"scope": scope}
+    if session_id is not None:
+        print_["sessionId"] = session_id
+    print_.update({"query": query, "filters": session_canon + event_canon, "limit": limit,
+                   "mode": mode, "consistency": consistency})
+    return {"scope": scope, "sessionId": session_id, "query": query, "limit": limit,
+            "cursor": cursor, "index": index, "consistency": consistency,
+            "sessionFilters": session_canon, "eventFilters": event_canon,
+            "fingerprint": fingerprint(print_)}
+
+
 class QueryService(SessionReads):
     """Searches and reads.
 
@@ -59,46 +103,7 @@ class QueryService(SessionReads):
     # -- request normalization (SPEC 3.3 order) --
 
     def _prepare(self, request: Any, scope: Scope) -> dict[str, Any]:
-        if self.config.open_at == "never":
-            raise query_error(SEARCH_DISABLED, "session search is disabled (openAt: never)")
-        if not isinstance(request, Mapping):
-            raise query_error(INVALID_QUERY, "request must be an object")
-        req = copy.deepcopy(dict(request))  # later caller edits must not leak into a queued request
-        session_id = None
-        if scope == "events":
-            session_id = req.get("sessionId")
-            if not isinstance(session_id, str):
-                raise query_error(INVALID_FILTER, "sessionId must be a string")
-            session_clauses: list[Any] = []
-            event_clauses = validate_filters(req.get("filters"), "event")
-        else:
-            session_clauses = validate_filters(req.get("sessionFilters"), "session")
-            event_clauses = validate_filters(req.get("eventFilters"), "event")
-        cursor = check_cursor_type(req.get("cursor"))
-        query = normalize_query(req.get("query"))
-        limit = resolve_limit(req.get("limit"), self.config)
-        check_budgets([*session_clauses, *event_clauses], within_session=scope == "events")
-        mode = req.get("mode", "token")
-        if mode not in _MODES:
-            raise query_error(INVALID_QUERY, f"mode must be one of {_MODES}")
-        index = choose_index(query, mode)
-        if mode == "substring" and not self.config.substring:
-            raise query_error(INVALID_QUERY, "substring mode is not enabled on this index",
-                              hint="open the index with substring=True, or use token mode")
-        consistency = req.get("consistency", "strict")
-        if consistency not in _CONSISTENCY:
-            raise query_error(INVALID_QUERY, f"consistency must be one of {_CONSISTENCY}")
-        session_canon = canonical_filters(session_clauses)
-        event_canon = canonical_filters(event_clauses)
-        print_: dict[str, Any] = {"scope": scope}
-        if session_id is not None:
-            print_["sessionId"] = session_id
-        print_.update({"query": query, "filters": session_canon + event_canon, "limit": limit,
-                       "mode": mode, "consistency": consistency})
-        return {"scope": scope, "sessionId": session_id, "query": query, "limit": limit,
-                "cursor": cursor, "index": index, "consistency": consistency,
-                "sessionFilters": session_canon, "eventFilters": event_canon,
-                "fingerprint": fingerprint(print_)}
+        return prepare_request(request, scope, self.config)
 
     # -- generations --
 

@@ -260,7 +260,7 @@ class SessionTools:
         shown_ids: list[str] = [target]
         boundary = not trace.get("complete", False)
         for header in trace.get("ancestors") or []:
-            if not allowed(header) and False:
+            if not allowed(header):
                 boundary = True
                 break
             ancestors.append(str(header["id"]))
