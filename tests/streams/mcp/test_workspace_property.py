@@ -84,6 +84,9 @@ def test_no_output_names_a_session_outside_the_workspace(world: dict[str, Any]) 
                        tools.call("session_event_search", {"query": "needle"}, caller).text]
             for target in world["targets"]:
                 outputs += [tools.call(n, a, caller).text for n, a in _calls(world, target)]
+            # Lineage of every session: redaction of ancestors and descendants in all shapes.
+            outputs += [tools.call("session_trace", {"session_id": s["id"]}, caller).text
+                        for s in world["sessions"]]
             # A hidden session and a session that never existed must be indistinguishable.
             stand_in = "s-zzzzzzz"
             for target in sorted(foreign & {s["id"] for s in world["sessions"]}):
