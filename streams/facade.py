@@ -121,7 +121,7 @@ class Recall:
         from streams.kafka.client import KafkaBackend
 
         resolved = (settings or Settings()).model_copy(update={"broker": broker_url, **overrides})
-        return cls(KafkaBackend(resolved), resolved)
+        return cls(KafkaBackend(resolved, **importer_options()), resolved)
 
     def close(self) -> None:
         self.backend.close()

@@ -30,11 +30,12 @@ def text_of(result: types.CallToolResult) -> str:
 
 
 async def _session(data_dir: Path, extra: Sequence[str], calls: Sequence[Call],
-                   roots: Sequence[str] | None) -> tuple[list[types.Tool], list[tuple[str, bool]]]:
+                   roots: Sequence[str] | None, env: dict[str, str]
+                   ) -> tuple[list[types.Tool], list[tuple[str, bool]]]:
     params = StdioServerParameters(
         command=sys.executable,
         args=["-m", "streams", "--data-dir", str(data_dir), "mcp", *extra],
-        env=server_env(), cwd=str(REPO))
+        env={**server_env(), **env}, cwd=str(REPO))
 
     async def list_roots(context: Any) -> types.ListRootsResult:
         return types.ListRootsResult(roots=[types.Root(uri=uri) for uri in roots or []])
@@ -53,8 +54,9 @@ async def _session(data_dir: Path, extra: Sequence[str], calls: Sequence[Call],
 
 
 def run_calls(data_dir: Path, extra: Sequence[str], calls: Sequence[Call],
-              roots: Sequence[str] | None = None) -> tuple[list[types.Tool], list[tuple[str, bool]]]:
-    return anyio.run(_session, data_dir, extra, calls, roots)
+              roots: Sequence[str] | None = None, env: dict[str, str] | None = None
+              ) -> tuple[list[types.Tool], list[tuple[str, bool]]]:
+    return anyio.run(_session, data_dir, extra, calls, roots, env or {})
 
 
 def _targeted_calls(target: str) -> list[Call]:
@@ -302,12 +304,16 @@ def test_hidden_missing_and_tampered_targets_answer_byte_identically(stdio: Any)
         assert got == expected, target
 
 
-def test_cwd_comes_from_client_roots_when_not_configured(data_dir: Path) -> None:
+def test_identity_from_client_roots_or_environment(data_dir: Path) -> None:
     calls: list[Call] = [CALLS["search"], CALLS["self_trace"],
                          ("session_event_search", {"session_id": "beta-secret", "query": "x"})]
     _, with_roots = run_calls(data_dir, ["--session", "alpha-root"], calls,
-                              roots=["file:///work/beta", "file:///work/alpha"][1:])
+                              roots=["https://example.invalid/x", "file:///work/alpha"])
     _, no_roots = run_calls(data_dir, ["--session", "alpha-root"], calls[:1], roots=None)
+    # The environment names the caller too; a trailing slash is normalized away.
+    _, from_env = run_calls(data_dir, [], calls[:2], env={"RECALL_MCP_SESSION": "alpha-root",
+                                                          "RECALL_MCP_CWD": ALPHA + "/"})
+    assert [text for text, _ in from_env] == [text for text, _ in with_roots[:2]]
     assert with_roots[0][0].startswith("Session search results (4):")
     assert with_roots[1][0].startswith("Session alpha-root — Alpha widget pipeline")
     assert with_roots[2] == (UNAUTHORIZED, True)

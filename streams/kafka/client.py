@@ -1,0 +1,154 @@
+"""Entry point for Kafka callers: `Recall.connect` — requests to query workers, ingest by
+publishing log lines to `<p>.events` (keyed by session id, header first)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from aiokafka import AIOKafkaProducer
+
+from projections.errors import RecallError
+from projections.logformat import Rejection, decompress, split_lines
+from streams.codec import DeadLetter, dead_letter_key, encode_dead_letter, encode_event_value
+from streams.ingest import IngestReport, iter_log_files
+from streams.kafka.query import run_sync
+from streams.kafka.rpc import Requester
+from streams.settings import Settings
+from streams.topics import Topics, bootstrap_servers, ensure_topics
+
+
+class KafkaBackend:
+    """The facade's backend over Kafka: one background event loop, one reply partition."""
+
+    def __init__(self, settings: Settings, *, importers: Mapping[str, Any] | None = None,
+                 detect: Callable[[Path, bytes], str | None] | None = None) -> None:
+        self.settings = settings
+        self.topics = Topics.of(settings)
+        self.bootstrap = bootstrap_servers(str(settings.broker))
+        self.importers = dict(importers or {})
+        self.detect = detect
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="recall-kafka",
+                                       daemon=True)
+        self.thread.start()
+        self.requester = Requester(self.bootstrap, self.topics.replies, settings.shards)
+        timeout = settings.request_timeout_s
+        try:
+            run_sync(self.loop, ensure_topics(self.bootstrap, self.topics), timeout)
+            run_sync(self.loop, self.requester.start(), timeout)
+        except BaseException:
+            self._stop_loop()
+            raise
+        self._producer: AIOKafkaProducer | None = None
+
+    def call(self, op: str, args: Mapping[str, Any]) -> Any:
+        deadline = time.time() + self.settings.request_timeout_s
+        return run_sync(self.loop, self.requester.request(self.topics.requests, op, dict(args),
+                                                          deadline=deadline),
+                        self.settings.request_timeout_s + 5)
+
+    # --- ingest: publish ----------------------------------------------------------------------
+
+    def _producer_started(self) -> AIOKafkaProducer:
+        if self._producer is None:
+            producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all",
+                                        linger_ms=5)
+            run_sync(self.loop, producer.start(), self.settings.request_timeout_s)
+            self._producer = producer
+        return self._producer
+
+    def ingest(self, paths: Sequence[Path], *, fmt: str = "auto",
+               progress: Callable[[int, int], None] | None = None) -> IngestReport:
+        """Publish every line (native) or imported event (foreign) of every file. The fold
+        agent validates, deduplicates and parks bad records, so publishing is all we do here;
+        `eventsAdded` counts records published, importer rejections go to `<p>.dead-letter`."""
+        report = IngestReport()
+        files = list(iter_log_files(paths))
+        producer = self._producer_started()
+        for done, path in enumerate(files, start=1):
+            report.files += 1
+            text = decompress(path.read_bytes())
+            kind = fmt if fmt != "auto" else (self.detect(path, text[:65536]) if self.detect
+                                              else "dsh") or "dsh"
+            if kind in self.importers:
+                records, rejections = self._imported(str(path), text, kind, report)
+            else:
+                records, rejections = self._native(text, report)
+            run_sync(self.loop, self._publish(producer, records, str(path), rejections),
+                     self.settings.request_timeout_s * 4)
+            report.count_rejections(rejections)
+            if progress is not None:
+                progress(done, len(files))
+        return report
+
+    def _native(self, text: bytes,
+                report: IngestReport) -> tuple[list[tuple[bytes, bytes]], list[Rejection]]:
+        lines = [line for _, line in split_lines(text)]
+        key = b""
+        if lines:
+            try:
+                import orjson
+
+                head = orjson.loads(lines[0])
+                key = str(head.get("id", "")).encode("utf-8") if isinstance(head, dict) else b""
+            except ValueError:
+                key = b""
+        report.lines += len(lines)
+        report.headers += 1 if lines else 0
+        report.events_added += max(0, len(lines) - 1)
+        if key:
+            report.sessions.add(key.decode("utf-8"))
+        return [(key, line) for line in lines], []
+
+    def _imported(self, source: str, text: bytes, kind: str,
+                  report: IngestReport) -> tuple[list[tuple[bytes, bytes]], list[Rejection]]:
+        records: list[tuple[bytes, bytes]] = []
+        rejections: list[Rejection] = []
+        for header, events, rejected in self.importers[kind](text, source):
+            key = str(header["id"]).encode("utf-8")
+            report.sessions.add(str(header["id"]))
+            report.headers += 1
+            records.append((key, encode_event_value(header)))
+            records.extend((key, encode_event_value(e)) for e in events)
+            report.events_added += len(events)
+            rejections.extend(rejected)
+        return records, rejections
+
+    async def _publish(self, producer: AIOKafkaProducer, records: list[tuple[bytes, bytes]],
+                       source: str, rejections: Sequence[Rejection]) -> None:
+        futures = [await producer.send(self.topics.events, value, key=key or None)
+                   for key, value in records]
+        for r in rejections:
+            letter = DeadLetter.of(topic=f"import:{source}", partition=0, offset=r.line, key=None,
+                                   value=r.raw, code=r.code, reason=r.reason)
+            futures.append(await producer.send(self.topics.dead_letter, encode_dead_letter(letter),
+                                               key=dead_letter_key(letter)))
+        for future in futures:
+            await future
+
+    # --- jobs ---------------------------------------------------------------------------------
+
+    def digest(self) -> dict[str, Any]:
+        return dict(self.call("index_digest", {}))
+
+    def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        raise RecallError("reindex and replay over Kafka are worker jobs",
+                          code="RECALL_UNSUPPORTED_HERE",
+                          hint="run them against a worker's data dir (embedded) for now")
+
+    replay = reindex
+
+    def close(self) -> None:
+        if self._producer is not None:
+            run_sync(self.loop, self._producer.stop(), 10)
+        run_sync(self.loop, self.requester.stop(), 10)
+        self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=5)

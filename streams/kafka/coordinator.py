@@ -1,0 +1,167 @@
+"""Request handling over Kafka: the query role. Takes requests from `<p>.requests` (any worker
+of the `<p>.query` group), answers them by scattering to shard owners, replies to `replyTo`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from indexer.routing import shard_of
+from projections.errors import RecallError
+from streams.codec import (
+    Request,
+    decode_request,
+    encode_event_value,
+    encode_reply,
+    error_reply,
+    ok_reply,
+)
+from streams.kafka.fleet import fleet_cursor_key, shard_requests_topic
+from streams.kafka.query import CoordinatorBackend, RemoteQuery, run_sync
+from streams.kafka.rpc import TIMEOUT, Requester, parse_reply_to
+from streams.operations import dispatch
+from streams.settings import Settings
+from streams.topics import Topics, bootstrap_servers
+
+log = logging.getLogger("recall.query")
+#: Requests handled at once per worker; each holds a thread while it waits for shard owners.
+CONCURRENCY = 8
+
+
+class QueryCoordinator:
+    """The query role of `recall worker`."""
+
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.topics = Topics.of(settings)
+        self.bootstrap = bootstrap_servers(str(settings.broker))
+        self.shard_topic = shard_requests_topic(settings.topic_prefix)
+        self.producer: AIOKafkaProducer | None = None
+        self.requester: Requester | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.remote: RemoteQuery | None = None
+        self._slots = asyncio.Semaphore(CONCURRENCY)
+        self._local = threading.local()  # each request's deadline, per handling thread
+
+    async def run(self, stop: asyncio.Event) -> None:
+        self.loop = asyncio.get_running_loop()
+        key = await fleet_cursor_key(self.bootstrap, self.settings.topic_prefix)
+        self.producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all", linger_ms=0)
+        await self.producer.start()
+        self.requester = Requester(self.bootstrap, self.topics.replies, self.settings.shards,
+                                   producer=self.producer)
+        await self.requester.start()
+        self.remote = RemoteQuery(self.settings, key, self._call_shard, self._scatter)
+        consumer = AIOKafkaConsumer(
+            self.topics.requests, bootstrap_servers=self.bootstrap,
+            group_id=f"{self.settings.topic_prefix}.query", auto_offset_reset="latest",
+            enable_auto_commit=True, fetch_max_wait_ms=20,
+            session_timeout_ms=int(self.settings.session_timeout_s * 1000),
+            heartbeat_interval_ms=int(self.settings.heartbeat_s * 1000))
+        await consumer.start()
+        tasks: set[asyncio.Task[None]] = set()
+        try:
+            while not stop.is_set():
+                batches = await consumer.getmany(timeout_ms=200)
+                for records in batches.values():
+                    for record in records:
+                        await self._slots.acquire()
+                        task = asyncio.create_task(self._serve(record.value or b""))
+                        tasks.add(task)
+                        task.add_done_callback(tasks.discard)
+        finally:
+            for task in list(tasks):
+                task.cancel()
+            await consumer.stop()
+            await self.requester.stop()
+            await self.producer.stop()
+
+    async def _serve(self, value: bytes) -> None:
+        try:
+            try:
+                request = decode_request(value)
+            except RecallError as exc:
+                log.warning("unreadable request parked: %s", exc)
+                return
+            reply = await self._answer(request)
+            topic, partition = parse_reply_to(request.reply_to)
+            assert self.producer is not None
+            await self.producer.send_and_wait(topic, encode_reply(reply), partition=partition)
+        except Exception:  # noqa: BLE001 - one request never takes the worker down
+            log.exception("request failed")
+        finally:
+            self._slots.release()
+
+    async def _answer(self, request: Request) -> Any:
+        deadline = request.deadline_ms / 1000
+        if time.time() >= deadline:
+            return error_reply(request.id, TIMEOUT, "the request's deadline passed before a "
+                               "worker took it")
+        try:
+            result = await asyncio.wait_for(
+                asyncio.to_thread(self._handle, request.op, request.args, deadline),
+                max(0.0, deadline - time.time()))
+            return ok_reply(request.id, result)
+        except asyncio.TimeoutError:
+            return error_reply(request.id, TIMEOUT, f"{request.op}: not answered within the "
+                               "deadline (no partial result)")
+        except RecallError as exc:
+            return error_reply(request.id, exc.code, exc.to_json()["message"])
+        except Exception as exc:  # noqa: BLE001 - reported with a stable code, never a trace
+            log.exception("internal error in %s", request.op)
+            return error_reply(request.id, "RECALL_INTERNAL_ERROR",
+                               f"{request.op} failed inside the worker ({type(exc).__name__})")
+
+    # --- runs in a worker thread --------------------------------------------------------------
+
+    def _handle(self, op: str, args: Mapping[str, Any], deadline: float) -> Any:
+        self._local.deadline = deadline
+        assert self.remote is not None
+        return dispatch(CoordinatorBackend(self.remote, self._append), op, args)
+
+    def _remaining(self) -> float:
+        deadline = getattr(self._local, "deadline", time.time() + self.settings.request_timeout_s)
+        return max(0.001, deadline - time.time())
+
+    def _call_shard(self, shard: int, op: str, args: dict[str, Any]) -> Any:
+        assert self.requester is not None and self.loop is not None
+        return run_sync(self.loop, self.requester.request(
+            self.shard_topic, op, {**args, "shard": shard}, deadline=time.time() +
+            self._remaining(), partition=shard), self._remaining() + 1)
+
+    def _scatter(self, op: str, args: dict[str, Any]) -> list[Any]:
+        assert self.requester is not None and self.loop is not None
+        requester = self.requester
+        deadline = time.time() + self._remaining()
+
+        async def gather() -> list[Any]:
+            return list(await asyncio.gather(*(
+                requester.request(self.shard_topic, op, {**args, "shard": k}, deadline=deadline,
+                                  partition=k) for k in range(self.settings.shards))))
+
+        return list(run_sync(self.loop, gather(), self._remaining() + 1))
+
+    def _append(self, session_id: str, events: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Reference appends: numbered after the indexed log and produced to the session's
+        events partition; the fold's seq check makes a retried append harmless."""
+        assert self.remote is not None and self.producer is not None and self.loop is not None
+        base = len(self.remote.read_session(session_id)["events"])
+        numbered = [{"type": e["type"], "seq": base + i, "time": e["time"], "data": e["data"],
+                     "surfaceOp": e["surfaceOp"]} for i, e in enumerate(events)]
+        producer = self.producer
+        partition = shard_of(session_id, self.settings.shards)
+
+        async def send() -> None:
+            for event in numbered:
+                await producer.send_and_wait(self.topics.events, encode_event_value(event),
+                                             key=session_id.encode("utf-8"), partition=partition)
+
+        run_sync(self.loop, send(), self._remaining() + 1)
+        return [int(e["seq"]) for e in numbered]

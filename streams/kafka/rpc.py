@@ -1,0 +1,123 @@
+"""Transport: request/reply over Kafka topics, correlated by id, with deadlines.
+
+A requester owns one partition of `<p>.replies` (chosen at random; `replyTo` is
+"topic:partition") and reads it without a consumer group, from its end, so starting one costs
+no group join. Requests carry an absolute deadline; a reply that does not arrive by then is a
+RECALL_REQUEST_TIMEOUT error, never a partial answer.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import random
+import time
+import uuid
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+
+from projections.errors import RecallError
+from streams.codec import Request, decode_reply, encode_request
+
+TIMEOUT = "RECALL_REQUEST_TIMEOUT"
+#: Fetch wait of request/reply consumers: the broker answers a long poll when data arrives
+#: (noida, Kafka) or after this long (tansu, ENGINE.md), so keep it small.
+FETCH_WAIT_MS = 20
+
+
+class RemoteError(RecallError):
+    """A worker answered with an error; `code` is the worker's stable code."""
+
+
+class RequestTimeout(RecallError):
+    """No reply within the deadline. Operator action: check that workers run (`recall worker`)
+    and own every partition; the request was not answered partially."""
+
+    code = TIMEOUT
+
+
+def parse_reply_to(reply_to: str) -> tuple[str, int]:
+    topic, _, partition = reply_to.rpartition(":")
+    return topic, int(partition)
+
+
+class Requester:
+    """Sends requests and awaits their replies on its own reply partition."""
+
+    def __init__(self, bootstrap: str, replies_topic: str, partitions: int,
+                 producer: AIOKafkaProducer | None = None) -> None:
+        self.bootstrap = bootstrap
+        self.replies_topic = replies_topic
+        self.partition = random.randrange(partitions)
+        self.producer = producer
+        self._own_producer = producer is None
+        self._pending: dict[str, asyncio.Future[Any]] = {}
+        self._consumer: AIOKafkaConsumer | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        if self.producer is None:
+            self.producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=0)
+            await self.producer.start()
+        self._consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None,
+                                          enable_auto_commit=False, auto_offset_reset="latest",
+                                          fetch_max_wait_ms=FETCH_WAIT_MS)
+        await self._consumer.start()
+        tp = TopicPartition(self.replies_topic, self.partition)
+        self._consumer.assign([tp])
+        await self._consumer.seek_to_end(tp)
+        await self._consumer.position(tp)  # resolve "end" now, before any request is sent
+        self._task = asyncio.create_task(self._listen())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+        if self._consumer is not None:
+            await self._consumer.stop()
+        if self._own_producer and self.producer is not None:
+            await self.producer.stop()
+        for future in self._pending.values():
+            if not future.done():
+                future.cancel()
+
+    async def _listen(self) -> None:
+        assert self._consumer is not None
+        async for record in self._consumer:
+            try:
+                reply = decode_reply(record.value or b"")
+            except Exception:  # noqa: BLE001 - a foreign record on our partition is not ours
+                continue
+            future = self._pending.pop(reply.id, None)
+            if future is None or future.done():
+                continue
+            if reply.ok:
+                future.set_result(reply.result)
+            else:
+                assert reply.error is not None
+                future.set_exception(RemoteError(reply.error.message, code=reply.error.code))
+
+    async def request(self, topic: str, op: str, args: dict[str, Any], *, deadline: float,
+                      partition: int | None = None, key: bytes | None = None) -> Any:
+        """Send one request and await its result; raises RemoteError or RequestTimeout."""
+        assert self.producer is not None
+        request_id = uuid.uuid4().hex
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[request_id] = future
+        request = Request(id=request_id, replyTo=f"{self.replies_topic}:{self.partition}", op=op,
+                          args=args, deadlineMs=int(deadline * 1000))
+        try:
+            await self.producer.send_and_wait(topic, encode_request(request), key=key,
+                                              partition=partition)
+            remaining = deadline - time.time()
+            if remaining <= 0:
+                raise RequestTimeout(f"{op}: the deadline passed before the request was sent")
+            return await asyncio.wait_for(future, remaining)
+        except asyncio.TimeoutError:
+            raise RequestTimeout(f"{op}: no reply within the deadline",
+                                 hint="check that `recall worker` runs and owns every partition"
+                                 ) from None
+        finally:
+            self._pending.pop(request_id, None)
