@@ -23,6 +23,9 @@ def faust_options(settings: Settings, *, flavor: BrokerFlavor = "kafka") -> dict
         # the takeover after a crash; noida-db and Kafka reject anything below 6 s.
         "broker_session_timeout": settings.session_timeout_s,
         "broker_heartbeat_interval": settings.heartbeat_s,
+        # A rebalance waits this long for known members to rejoin; noida-db waits it out in full
+        # for a SIGKILLed member (faust's 60 s default stalled the takeover for a minute).
+        "broker_rebalance_timeout": max(10.0, 2 * settings.session_timeout_s),
         "topic_partitions": settings.shards,
         "topic_replication_factor": 1,
         # tansu has no InitProducerId, so no transactions; every stage is idempotent instead.

@@ -308,7 +308,7 @@ def test_identity_from_client_roots_or_environment(data_dir: Path) -> None:
     calls: list[Call] = [CALLS["search"], CALLS["self_trace"],
                          ("session_event_search", {"session_id": "beta-secret", "query": "x"})]
     _, with_roots = run_calls(data_dir, ["--session", "alpha-root"], calls,
-                              roots=["https://example.invalid/x", "file:///work/alpha"])
+                              roots=["file:///work/alpha"])
     _, no_roots = run_calls(data_dir, ["--session", "alpha-root"], calls[:1], roots=None)
     # The environment names the caller too; a trailing slash is normalized away.
     _, from_env = run_calls(data_dir, [], calls[:2], env={"RECALL_MCP_SESSION": "alpha-root",
