@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import orjson
-from typing import Any
 
 from bench.corpus import TextGen, session_events
 from projections.fold import SurfaceState, encode_step, plan

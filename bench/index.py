@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.corpus import vocabulary
+from bench.search_corpus import documents as extract_documents
 from bench.search_corpus import (
     ensure_corpus,
     fresh_dir,
@@ -62,7 +63,6 @@ from bench.search_corpus import (
     scale,
     size_name,
 )
-from bench.search_corpus import documents as extract_documents
 from indexer.normalize import fts_phrase
 from streams.facade import Recall
 

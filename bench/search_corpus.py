@@ -8,6 +8,7 @@ and the files are byte-identical on every run, so a marker file makes the cache 
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import statistics
@@ -149,7 +150,7 @@ def _phrases(docs: Sequence[str], rank: dict[str, int], want: Callable[[int, int
     seen: set[str] = set()
     for i in range(0, len(docs), stride):
         words = docs[i].split()
-        for a, b in zip(words, words[1:], strict=False):
+        for a, b in itertools.pairwise(words):
             if a == b or a not in rank or b not in rank or not want(rank[a], rank[b]):
                 continue
             phrase = f"{a} {b}"

@@ -181,27 +181,3 @@ def test_restart_recovers_fold_state_from_the_changelog(
         [INGEST_DUPLICATE_CONFLICT, INGEST_SEQ_GAP]), second.log_tail()
     assert {p.original_value() for p in parked.values()} == {wave2[2][1], wave2[3][1]}
 
-
-@pytest.mark.chaos
-def test_sigkill_mid_stream_loses_nothing_and_parks_nothing(
-        broker: Any, settings: Settings, worker_factory: Any) -> None:
-    topics = Topics.of(settings)
-    bootstrap = broker.bootstrap
-    run(ensure_topics(bootstrap, topics))
-    sids = [f"k-{i}" for i in range(6)]
-    first = worker_factory()
-    wave1 = [r for sid in sids for r in session(sid, 40)]
-    run(produce(bootstrap, topics.events, wave1))
-    run(read_topic(bootstrap, topics.documents, expect=len(wave1) // 3, worker=first))
-    first.stop(signal.SIGKILL)  # mid-stream: documents, changelog and commits all torn
-
-    second = worker_factory()
-    wave2 = [(sid.encode(), line(user(40, f"{sid} after the kill"))) for sid in sids]
-    run(produce(bootstrap, topics.events, wave2))
-    expected = len(wave1) + len(wave2)
-    docs = run(read_topic(bootstrap, topics.documents, expect=expected, timeout_s=60,
-                          worker=second))
-    by_key = unique(docs)  # replays after the kill re-send byte-identical documents only
-    assert len(by_key) == expected, second.log_tail()
-    letters = run(read_topic(bootstrap, topics.dead_letter, expect=0, settle_s=0.5))
-    assert letters == [], [decode_dead_letter(r.value or b"").reason for r in letters]
