@@ -30,7 +30,7 @@ from projections.errors import (
     InputRejected,
 )
 from projections.events import CHUNK_ROW_TYPES, KNOWN_EVENT_TYPES, parse_event, parse_header
-from projections.fold import SurfaceState, plan
+from projections.fold import Step, SurfaceState, plan
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 #: Default cap on one event's encoded size; larger lines are parked, not indexed.
@@ -59,6 +59,8 @@ class ParsedLog:
     events: list[dict[str, Any]] = field(default_factory=list)
     rejections: list[Rejection] = field(default_factory=list)
     state: SurfaceState = field(default_factory=SurfaceState)
+    #: The fold step of each accepted event, so consumers need not fold twice.
+    steps: list[Step] = field(default_factory=list)
     lines: int = 0
 
 
@@ -184,9 +186,11 @@ class LogBuilder:
             raise InputRejected(f"seq {event['seq']} is not contiguous; expected "
                                 f"{self.log.state.next_seq}", code=INGEST_SEQ_GAP)
         try:
-            self.log.state = plan(self.log.state, event).state
+            step = plan(self.log.state, event)
         except FoldError as exc:
             raise InputRejected(exc.message, code=INGEST_INVALID_SURFACE) from exc
+        self.log.state = step.state
+        self.log.steps.append(step)
         self.log.events.append(event)
 
     def _reject(self, number: int, code: str, reason: str, line: bytes) -> None:

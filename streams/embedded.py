@@ -16,8 +16,8 @@ from typing import Any
 from indexer import IndexConfig, ShardSet
 from indexer.digest import index_digest
 from projections.errors import SessionQueryError
-from projections.fold import SurfaceState, apply
-from projections.records import HeaderRecord, IndexRecord, fold_records
+from projections.fold import Step, SurfaceState, apply
+from projections.records import HeaderRecord, IndexRecord, event_record, fold_records
 from streams.generations import Generations
 from streams.ingest import Importer, Ingestor, IngestReport
 from streams.settings import Settings
@@ -76,16 +76,21 @@ class EmbeddedRuntime:
         return [int(e["seq"]) for e in events]
 
     def _index_append(self, header: Mapping[str, Any], before: SurfaceState,
-                      events: Sequence[Mapping[str, Any]], *,
-                      shards: ShardSet | None = None) -> None:
+                      events: Sequence[Mapping[str, Any]], steps: Sequence[Step] | None = None,
+                      *, shards: ShardSet | None = None) -> None:
         session_id = str(header["id"])
         records: list[IndexRecord] = []
         if before.next_seq == 0:
             records.append(HeaderRecord(session_id, dict(header)))
-        state, event_records = fold_records(session_id, before, events)
-        records.extend(event_records)
-        (shards or self.shards).write_batch(records,
-                                            {store_position_key(session_id): state.next_seq})
+        if steps is not None and len(steps) == len(events):
+            records.extend(event_record(session_id, e, s) for e, s in zip(events, steps,
+                                                                           strict=True))
+            next_seq = steps[-1].state.next_seq if steps else before.next_seq
+        else:
+            state, event_records = fold_records(session_id, before, events)
+            records.extend(event_records)
+            next_seq = state.next_seq
+        (shards or self.shards).write_batch(records, {store_position_key(session_id): next_seq})
 
     def _mark_pending(self) -> None:
         with open_private(self._pending, "wb") as f:

@@ -22,14 +22,16 @@ from projections.errors import (
     INGEST_UNSUPPORTED_FORMAT,
     InputRejected,
 )
-from projections.fold import SurfaceState
+from projections.fold import Step, SurfaceState
 from projections.logformat import LogBuilder, Rejection, decompress, split_lines
 from streams.store import DeadLetters, SessionStore, StoredSession, open_private
 
 LOG_SUFFIXES = (".jsonl", ".jsonl.zst", ".jsonl.zstd")
 
-#: Called after events were appended to the store: (header, state before, new events).
-OnAppend = Callable[[Mapping[str, Any], SurfaceState, Sequence[Mapping[str, Any]]], None]
+#: Called after events were appended to the store: (header, state before, new events, and
+#: their fold steps, so the index need not fold them again).
+OnAppend = Callable[[Mapping[str, Any], SurfaceState, Sequence[Mapping[str, Any]],
+                     Sequence[Step]], None]
 #: An importer for a foreign format: bytes → [(header, events, rejections)].
 Importer = Callable[[bytes, str], list[tuple[dict[str, Any], list[dict[str, Any]], list[Rejection]]]]
 
@@ -226,7 +228,7 @@ class Ingestor:
         if feed.log.header is not None and feed.log.events:
             before = feed.stored.state if feed.stored else SurfaceState()
             self.store.append(feed.log.header, feed.log.events, feed.log.state)
-            self.on_append(feed.log.header, before, feed.log.events)
+            self.on_append(feed.log.header, before, feed.log.events, feed.log.steps)
         if sid is not None:
             report.sessions.add(sid)
         report.events_added += len(feed.log.events)
@@ -272,7 +274,7 @@ class Ingestor:
             report.duplicate_lines += feed.duplicates
             if feed.log.events:
                 self.store.append(header, feed.log.events, feed.log.state)
-                self.on_append(header, before, feed.log.events)
+                self.on_append(header, before, feed.log.events, feed.log.steps)
             self._park(key, parked, sid, report)
         self.registry[key] = {"consumed": end, "prefixHash": _hash(text[:end])}
 

@@ -94,7 +94,7 @@ class QueryCoordinator:
             topic, partition = parse_reply_to(request.reply_to)
             assert self.producer is not None
             await self.producer.send_and_wait(topic, encode_reply(reply), partition=partition)
-        except Exception:  # noqa: BLE001 - one request never takes the worker down
+        except Exception:
             log.exception("request failed")
         finally:
             self._slots.release()
@@ -109,12 +109,12 @@ class QueryCoordinator:
                 asyncio.to_thread(self._handle, request.op, request.args, deadline),
                 max(0.0, deadline - time.time()))
             return ok_reply(request.id, result)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return error_reply(request.id, TIMEOUT, f"{request.op}: not answered within the "
                                "deadline (no partial result)")
         except RecallError as exc:
             return error_reply(request.id, exc.code, exc.to_json()["message"])
-        except Exception as exc:  # noqa: BLE001 - reported with a stable code, never a trace
+        except Exception as exc:
             log.exception("internal error in %s", request.op)
             return error_reply(request.id, "RECALL_INTERNAL_ERROR",
                                f"{request.op} failed inside the worker ({type(exc).__name__})")

@@ -88,7 +88,7 @@ class Requester:
         async for record in self._consumer:
             try:
                 reply = decode_reply(record.value or b"")
-            except Exception:  # noqa: BLE001 - a foreign record on our partition is not ours
+            except Exception:
                 continue
             future = self._pending.pop(reply.id, None)
             if future is None or future.done():
@@ -115,7 +115,7 @@ class Requester:
             if remaining <= 0:
                 raise RequestTimeout(f"{op}: the deadline passed before the request was sent")
             return await asyncio.wait_for(future, remaining)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise RequestTimeout(f"{op}: no reply within the deadline",
                                  hint="check that `recall worker` runs and owns every partition"
                                  ) from None

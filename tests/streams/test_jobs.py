@@ -68,7 +68,7 @@ def _run_cli(data: Path, *args: str) -> subprocess.Popen[bytes]:
 def test_kill_minus_nine_during_ingest_and_reindex_then_resume(tmp_path: Path) -> None:
     """SIGKILL ingest and reindex at random points; after resuming, the digest equals a clean
     build of the same events: nothing lost, nothing duplicated."""
-    paths = _fleet(tmp_path / "logs", 40, 60)
+    paths = _fleet(tmp_path / "logs", 120, 60)
     with Recall.open(tmp_path / "clean") as recall:
         recall.ingest(paths)
         expected = recall.index_digest()
@@ -77,8 +77,17 @@ def test_kill_minus_nine_during_ingest_and_reindex_then_resume(tmp_path: Path) -
     kills = 0
     for job in ["ingest"] * 3 + ["reindex"] * 3:
         args = ["ingest", str(tmp_path / "logs")] if job == "ingest" else ["reindex"]
+        # wait until the job is visibly under way, then kill it a random moment later
+        started = ((lambda: any((data / "store").glob("*.jsonl"))) if job == "ingest"
+                   else (lambda: (data / "index" / "BUILDING").exists()))
+        before = {p.name for p in (data / "store").glob("*.jsonl")} if job == "ingest" else set()
         proc = _run_cli(data, *args)
-        time.sleep(rng.uniform(0.6, 1.6))
+        deadline = time.time() + 30
+        while proc.poll() is None and time.time() < deadline and not (
+                started() and (job != "ingest" or
+                               {p.name for p in (data / "store").glob("*.jsonl")} - before)):
+            time.sleep(0.01)
+        time.sleep(rng.uniform(0.0, 0.3))
         if proc.poll() is None:
             os.kill(proc.pid, signal.SIGKILL)
             kills += 1
@@ -89,4 +98,4 @@ def test_kill_minus_nine_during_ingest_and_reindex_then_resume(tmp_path: Path) -
         assert done.returncode == 0, (out + err).decode()
     with Recall.open(data) as recall:
         assert recall.index_digest() == expected
-    assert kills >= 1  # the test must actually have interrupted something
+    assert kills >= 3  # the test must actually have interrupted jobs midway
