@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import os
 import sqlite3
 import time
 from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor, wait
 from typing import Any
 
 from indexer.config import IndexConfig
@@ -23,13 +25,16 @@ from indexer.filters import canonical_filters, check_budgets, validate_filters
 from indexer.normalize import check_cursor_type, normalize_query, resolve_limit
 from indexer.ranking import Candidate, Scope, merge_page
 from indexer.reads import SessionReads
-from indexer.search import choose_index, search_shard
+from indexer.search import attach_snippets, choose_index, search_shard
 from indexer.shard import Shard
 from indexer.shardset import ShardSet
 from indexer.snapshots import Snapshot, SnapshotRegistry
 
 _MODES = ("token", "substring")
 _CONSISTENCY = ("strict", "snapshot")
+#: Shards searched at once: the machines we target have few cores, and each shard query is
+#: CPU-bound inside SQLite (which runs without the GIL).
+SEARCH_THREADS = min(4, os.cpu_count() or 2)
 
 
 def _hit(c: Mapping[str, Any]) -> dict[str, Any]:
@@ -96,9 +101,13 @@ class QueryService(SessionReads):
         self.instance = hashlib.blake2b(shardset.key, digest_size=12, person=b"recall-cursor").hexdigest()
         self.snapshots = SnapshotRegistry(self.config.snapshot_retention_s,
                                           self.config.max_snapshots, clock=clock)
+        self._pool: ThreadPoolExecutor | None = None
 
     def close(self) -> None:
         self.snapshots.close()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+            self._pool = None
 
     # -- request normalization (SPEC 3.3 order) --
 
@@ -158,8 +167,15 @@ class QueryService(SessionReads):
                 "sessionFilters": req["sessionFilters"], "eventFilters": req["eventFilters"],
                 "liveSince": now_ms - self.config.live_window_ms, "index": req["index"],
                 "snippetChars": self.config.snippet_chars, "fetch": offset + req["limit"] + 1}
-        results = [search_shard(conns[s.index], plan) for s in shards]
+        plan["snippets"] = False  # made below for the page's rows only
+        results = self._scatter([(conns[s.index], plan) for s in shards], search_shard)
         rows = merge_page(results, scope, offset, req["limit"])
+        page = rows[:req["limit"]]
+        by_shard: dict[int, list[Candidate]] = {}
+        for c in page:
+            by_shard.setdefault(self.shardset.shard_for(c["sessionId"]).index, []).append(c)
+        for index, found in by_shard.items():
+            attach_snippets(conns[index], plan, found)
         next_cursor = None
         if len(rows) > req["limit"]:
             next_cursor = encode_cursor(
@@ -168,7 +184,22 @@ class QueryService(SessionReads):
                 offset=offset + req["limit"], snapshot=snap.id if snap else None)
         elif snap is not None:
             self.snapshots.release(snap.id)
-        return rows[:req["limit"]], next_cursor, session_header
+        return page, next_cursor, session_header
+
+    def _scatter(self, calls: list[tuple[sqlite3.Connection, dict[str, Any]]],
+                 fn: Callable[[sqlite3.Connection, dict[str, Any]], list[Candidate]]
+                 ) -> list[list[Candidate]]:
+        """`fn` over each shard's connection, in parallel (sqlite3 releases the GIL while a
+        statement runs). Every connection is in exactly one call, and all calls finish before
+        this returns (also on error), so no connection is ever used by two threads at once."""
+        if len(calls) == 1:
+            return [fn(*calls[0])]
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(max_workers=SEARCH_THREADS,
+                                            thread_name_prefix="recall-search")
+        futures = [self._pool.submit(fn, conn, plan) for conn, plan in calls]
+        wait(futures)
+        return [f.result() for f in futures]
 
     def search_sessions(self, request: Any, *, now_ms: int | None = None) -> dict[str, Any]:
         """`{items: [{header, live, persisted, bestMatch}], nextCursor?}` (SPEC 3.8)."""

@@ -2,32 +2,31 @@
 
 from __future__ import annotations
 
+import re
+
 from projections.extraction import HIGHLIGHT_CLOSE, HIGHLIGHT_OPEN
 
 ELLIPSIS = "…"
 
 
+#: Python's `\s` in a str pattern is exactly `str.isspace()` (Unicode whitespace, SPEC 3.7).
+_WHITESPACE = re.compile(r"\s+")
+
+
+def _unmark(text: str) -> str:
+    return text.replace(HIGHLIGHT_OPEN, "").replace(HIGHLIGHT_CLOSE, "")
+
+
 def _strip_and_collapse(marked: str) -> tuple[str, int]:
     """Markers removed, whitespace runs collapsed and trimmed; the first match's index in it."""
-    out: list[str] = []
-    match: int | None = None
-    pending_space = False
-    for ch in marked:
-        if ch == HIGHLIGHT_OPEN:
-            if match is None:
-                match = len(out) + (1 if pending_space and out else 0)
-            continue
-        if ch == HIGHLIGHT_CLOSE:
-            continue
-        if ch.isspace():
-            pending_space = True
-            continue
-        if pending_space and out:
-            out.append(" ")
-        pending_space = False
-        out.append(ch)
-    text = "".join(out)
-    return text, min(match or 0, max(len(text) - 1, 0))
+    text = _WHITESPACE.sub(" ", _unmark(marked)).strip()
+    first = marked.find(HIGHLIGHT_OPEN)
+    if first <= 0:
+        return text, 0
+    # Where the first match starts in `text`: the collapsed text before it, minus its leading
+    # space (a trailing space stays: it separates that text from the match).
+    match = len(_WHITESPACE.sub(" ", _unmark(marked[:first])).lstrip())
+    return text, min(match, max(len(text) - 1, 0))
 
 
 def make_snippet(marked: str, max_chars: int) -> str:

@@ -8,6 +8,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+import orjson
+
 from projections.errors import SessionReferenceError
 from projections.events import MAX_SAFE_INTEGER, SessionHeader
 from projections.extraction import message_of
@@ -277,8 +279,25 @@ class Retention:
         return self.omitted_messages > 0 or self.omitted_bytes > 0
 
 
-def _item_bytes(role: str, text: str) -> int:
+def _item_bytes_slow(role: str, text: str) -> int:
     return len(stringify_tag_safe_json({"role": role, "text": text}).encode("utf-8"))
+
+
+def _quoted_bytes(text: str) -> int:
+    """UTF-8 bytes of `text` as a tag-safe JSON string literal. orjson escapes exactly what
+    JSON.stringify escapes (`"`, `\\`, control characters, with the same short forms) and
+    keeps everything else literal, so only `<` → `\\u003c` (5 more bytes) differs. It refuses
+    surrogates (lone, or a UTF-16 pair held as two code points): those take the slow path."""
+    return len(orjson.dumps(text)) + 5 * text.count("<")
+
+
+def _item_bytes(role: str, text: str) -> int:
+    """UTF-8 size of the tag-safe `{"role":…,"text":…}` item, without serializing it."""
+    try:
+        # {"role":  ,"text":  }
+        return 8 + _quoted_bytes(role) + 8 + _quoted_bytes(text) + 1
+    except orjson.JSONEncodeError:
+        return _item_bytes_slow(role, text)
 
 
 def _slot(unit: Unit, text: str, omitted: int) -> _Slot:
@@ -346,22 +365,35 @@ def _budget_exceeded(session_id: str, max_bytes: int) -> SessionReferenceError:
         hint="raise maxReferenceBytes or reference fewer/shorter sessions")
 
 
-def _drop_oldest(slots: list[_Slot], skeleton: int, max_bytes: int) -> tuple[list[_Slot], int, int]:
+def _drop_oldest(units: Sequence[Unit], skeleton: int,
+                 max_bytes: int) -> tuple[list[_Slot], int, int]:
     """Step 1: while over budget, drop the oldest unit that is neither a checkpoint nor the
     newest; returns (kept slots, messages dropped, their full original UTF-8 bytes).
-    One pass suffices: dropping a unit never changes which of the later ones may be dropped."""
-    size = _object_bytes(skeleton, slots)
-    newest = len(slots) - 1
-    kept: list[_Slot] = []
-    dropped = dropped_bytes = 0
-    for index, slot in enumerate(slots):
-        if size > max_bytes and not slot.unit.is_checkpoint and index != newest:
-            size -= slot.item_bytes + 1  # the item and its comma: the newest always remains
-            dropped += 1
-            dropped_bytes += utf8_length(slot.unit.text)
-        else:
-            kept.append(slot)
-    return kept, dropped, dropped_bytes
+
+    Dropping oldest-first until the object fits keeps exactly the longest run of newest
+    droppable units that fits beside the units never dropped. So the kept units are found
+    walking newest → oldest, and only they are sized as JSON; a dropped unit only needs its
+    UTF-8 length."""
+    if not units:
+        return [], 0, 0
+    newest = len(units) - 1
+    kept: dict[int, _Slot] = {i: _slot(u, u.text, 0) for i, u in enumerate(units)
+                              if u.is_checkpoint or i == newest}
+    size = _object_bytes(skeleton, list(kept.values()))
+    cut = -1  # droppable units at or below this index are dropped
+    for index in range(newest - 1, -1, -1):
+        unit = units[index]
+        if unit.is_checkpoint:
+            continue
+        slot = _slot(unit, unit.text, 0)
+        if size + slot.item_bytes + 1 > max_bytes:  # the item and its comma
+            cut = index
+            break
+        size += slot.item_bytes + 1
+        kept[index] = slot
+    dropped = [u for u in units[:cut + 1] if not u.is_checkpoint]
+    return ([kept[i] for i in sorted(kept)], len(dropped),
+            sum(utf8_length(u.text) for u in dropped))
 
 
 def _truncate_longest(slots: list[_Slot], skeleton: int, max_bytes: int, session_id: str) -> None:
@@ -385,8 +417,7 @@ def retain_units(units: Sequence[Unit], *, session_id: str, label: str, cwd: str
     """SPEC 4.5's drop-then-truncate retention of one source; raises BUDGET_EXCEEDED."""
     skeleton = len(stringify_tag_safe_json(
         data_object(session_id, label, cwd, captured_through_seq, [])).encode("utf-8"))
-    slots = [_slot(u, u.text, 0) for u in units]
-    slots, dropped, dropped_bytes = _drop_oldest(slots, skeleton, max_bytes)
+    slots, dropped, dropped_bytes = _drop_oldest(units, skeleton, max_bytes)
     _truncate_longest(slots, skeleton, max_bytes, session_id)
     return Retention(
         conversation=tuple((s.unit.role, s.text) for s in slots),

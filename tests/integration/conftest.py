@@ -33,21 +33,6 @@ def broker(request: pytest.FixtureRequest,
         stop_broker(running)
 
 
-@pytest.fixture(scope="session")
-def tansu_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Broker]:
-    """A tansu broker for the tests that need it whatever RECALL_TEST_BROKER says (started only
-    when such a test runs)."""
-    work = tmp_path_factory.mktemp("broker-tansu-only")
-    try:
-        running = start_broker("tansu", work)
-    except RuntimeError as exc:
-        pytest.fail(str(exc), pytrace=False)
-    try:
-        yield running
-    finally:
-        stop_broker(running)
-
-
 @pytest.fixture
 def topic_prefix() -> str:
     """Unique per test, so topics and consumer groups never leak between tests."""

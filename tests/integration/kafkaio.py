@@ -42,10 +42,11 @@ async def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes, byt
 
 async def read_topic(bootstrap: str, topic: str, *, expect: int, timeout_s: float = 30.0,
                      settle_s: float = 0.0, partitions: int = 4,
-                     worker: WorkerProcess | None = None) -> list[Record]:
-    """Read `topic` from the beginning until `expect` distinct keys arrived (or the timeout),
-    then keep reading `settle_s` longer so unexpected extra records are seen too. Keys are
-    unique per fact on our output topics; replays repeat a key, so they do not count twice."""
+                     worker: WorkerProcess | None = None, distinct: bool = True) -> list[Record]:
+    """Read `topic` from the beginning until `expect` records arrived (or the timeout), then
+    keep reading `settle_s` longer so unexpected extra records are seen too. With `distinct`,
+    records count once per key: keys are unique per fact on our output topics, and replays
+    repeat a key."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
                                 fetch_max_wait_ms=50, auto_offset_reset="earliest")
     await consumer.start()
@@ -58,7 +59,8 @@ async def read_topic(bootstrap: str, topic: str, *, expect: int, timeout_s: floa
         deadline = loop.time() + timeout_s
         settle_until: float | None = None
         while loop.time() < deadline:
-            if settle_until is None and len({r.key for r in out}) >= expect:
+            seen = len({r.key for r in out}) if distinct else len(out)
+            if settle_until is None and seen >= expect:
                 settle_until = loop.time() + settle_s
             if settle_until is not None and loop.time() >= settle_until:
                 break

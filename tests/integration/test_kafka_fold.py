@@ -120,7 +120,8 @@ def test_sessions_fold_to_documents_and_bad_records_to_dead_letters(
         assert [d.seq for d in got[1:]] == list(range(count)), sid
     # One partition per session, the session's own: documents follow their source partition.
     source_partition = {}
-    for record in run(read_topic(bootstrap, topics.events, expect=len(good) + len(compacted))):
+    for record in run(read_topic(bootstrap, topics.events, expect=len(good) + len(compacted),
+                                        distinct=False)):
         source_partition.setdefault(record.key, record.partition)
     for record in docs:
         sid = decode_document(record.value or b"").session_id
