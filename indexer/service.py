@@ -32,9 +32,11 @@ from indexer.snapshots import Snapshot, SnapshotRegistry
 
 _MODES = ("token", "substring")
 _CONSISTENCY = ("strict", "snapshot")
-#: Shards searched at once: the machines we target have few cores, and each shard query is
-#: CPU-bound inside SQLite (which runs without the GIL).
-SEARCH_THREADS = min(4, os.cpu_count() or 2)
+#: Shards searched at once (this thread plus a pool): each shard query is CPU-bound inside
+#: SQLite, which runs without the GIL, and the machines we target have few cores.
+SEARCH_LANES = min(4, os.cpu_count() or 2)
+#: ... once the first shard took this long (below it, threads cost more than they save).
+PARALLEL_AFTER_S = 0.002
 
 
 def _hit(c: Mapping[str, Any]) -> dict[str, Any]:
@@ -189,17 +191,44 @@ class QueryService(SessionReads):
     def _scatter(self, calls: list[tuple[sqlite3.Connection, dict[str, Any]]],
                  fn: Callable[[sqlite3.Connection, dict[str, Any]], list[Candidate]]
                  ) -> list[list[Candidate]]:
-        """`fn` over each shard's connection, in parallel (sqlite3 releases the GIL while a
-        statement runs). Every connection is in exactly one call, and all calls finish before
-        this returns (also on error), so no connection is ever used by two threads at once."""
-        if len(calls) == 1:
-            return [fn(*calls[0])]
+        """`fn` over each shard's connection; results (or the first error) in shard order.
+
+        The first shard runs here; if it was quick (a selective query) so are the others, and
+        they run here too, since handing them to threads would cost more than it saves. Else
+        the rest run in SEARCH_LANES interleaved lanes: this thread takes one, a small pool the
+        others (sqlite3 releases the GIL while a statement runs). Each connection is in exactly
+        one lane and all lanes finish before this returns, also on error, so no connection is
+        ever used by two threads at once."""
+        started = time.perf_counter()
+        first = fn(*calls[0])
+        rest = calls[1:]
+        lanes = min(SEARCH_LANES, len(rest))
+        if lanes <= 1 or time.perf_counter() - started < PARALLEL_AFTER_S:
+            return [first, *(fn(conn, plan) for conn, plan in rest)]
         if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=SEARCH_THREADS,
+            self._pool = ThreadPoolExecutor(max_workers=SEARCH_LANES - 1,
                                             thread_name_prefix="recall-search")
-        futures = [self._pool.submit(fn, conn, plan) for conn, plan in calls]
-        wait(futures)
-        return [f.result() for f in futures]
+        outcomes: list[Any] = [None] * len(rest)
+
+        def lane(k: int) -> None:
+            for i in range(k, len(rest), lanes):
+                try:
+                    outcomes[i] = fn(*rest[i])
+                except BaseException as exc:  # re-raised below, in shard order
+                    outcomes[i] = exc
+                    return
+
+        futures = [self._pool.submit(lane, k) for k in range(1, lanes)]
+        try:
+            lane(0)
+        finally:
+            wait(futures)
+        results = [first]
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+            results.append(outcome)
+        return results
 
     def search_sessions(self, request: Any, *, now_ms: int | None = None) -> dict[str, Any]:
         """`{items: [{header, live, persisted, bestMatch}], nextCursor?}` (SPEC 3.8)."""

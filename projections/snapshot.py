@@ -393,7 +393,15 @@ def _drop_oldest(units: Sequence[Unit], skeleton: int,
         kept[index] = slot
     dropped = [u for u in units[:cut + 1] if not u.is_checkpoint]
     return ([kept[i] for i in sorted(kept)], len(dropped),
-            sum(utf8_length(u.text) for u in dropped))
+            sum(_utf8_length_fast(u.text) for u in dropped))
+
+
+def _utf8_length_fast(text: str) -> int:
+    """`utf8_length`, skipping its surrogate handling when the text holds no surrogate."""
+    try:
+        return len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        return utf8_length(text)
 
 
 def _truncate_longest(slots: list[_Slot], skeleton: int, max_bytes: int, session_id: str) -> None:

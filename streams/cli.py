@@ -450,6 +450,23 @@ def replay(ctx: click.Context, as_json: bool) -> None:
     _job(ctx, "replay", as_json)
 
 
+# --- Kafka worker -------------------------------------------------------------------------------
+
+@main.command()
+@click.option("--role", "roles", multiple=True, type=click.Choice(["fold", "index", "query"]),
+              help="Run only these roles (repeatable; default: all three).")
+@click.option("--loglevel", default="warning", show_default=True)
+@click.pass_context
+def worker(ctx: click.Context, roles: Sequence[str], loglevel: str) -> None:
+    """Run a Kafka worker: fold processor, index consumer and query coordinator."""
+    from streams.kafka.worker import ROLES, run_worker
+
+    settings: Settings = ctx.obj
+    if not settings.broker:
+        raise click.UsageError("set --broker or RECALL_BROKER (e.g. kafka://127.0.0.1:9092)")
+    run_worker(settings, list(roles) or list(ROLES), loglevel=loglevel)
+
+
 # --- references ---------------------------------------------------------------------------------
 
 def parse_source(value: str) -> dict[str, str]:

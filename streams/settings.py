@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -26,6 +27,8 @@ class Settings(BaseSettings):
     shards: int = Field(default=8, ge=1, le=256)
     #: RECALL_BROKER — e.g. kafka://127.0.0.1:9092; unset means the embedded runtime.
     broker: str | None = None
+    #: RECALL_BROKER_FLAVOR — `tansu` enables that broker's work-arounds (one record per batch).
+    broker_flavor: Literal["kafka", "tansu"] = "kafka"
     #: RECALL_TOPIC_PREFIX — topic names are <prefix>.events, <prefix>.documents, …
     topic_prefix: str = "recall"
     #: RECALL_SUBSTRING — trigram-index every document (not only CJK) so `--substring` works;

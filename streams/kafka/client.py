@@ -56,10 +56,14 @@ class KafkaBackend:
 
     def _producer_started(self) -> AIOKafkaProducer:
         if self._producer is None:
-            producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all",
-                                        linger_ms=5)
-            run_sync(self.loop, producer.start(), self.settings.request_timeout_s)
-            self._producer = producer
+            async def start() -> AIOKafkaProducer:
+                # aiokafka objects must be created on the loop that runs them.
+                producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all",
+                                            linger_ms=5)
+                await producer.start()
+                return producer
+
+            self._producer = run_sync(self.loop, start(), self.settings.request_timeout_s)
         return self._producer
 
     def ingest(self, paths: Sequence[Path], *, fmt: str = "auto",

@@ -4,17 +4,31 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections import Counter
 from collections.abc import Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from aiokafka.structs import OffsetAndMetadata
 
-from indexer import ShardSet, SourceConflict
-from projections.errors import InputRejected
+from indexer import QueryService, ShardSet, SourceConflict
+from projections.errors import InputRejected, RecallError
 from projections.records import IndexRecord
-from streams.codec import DeadLetter, dead_letter_key, decode_document, encode_dead_letter
+from streams.codec import (
+    DeadLetter,
+    dead_letter_key,
+    decode_document,
+    decode_request,
+    encode_dead_letter,
+    encode_reply,
+    error_reply,
+    ok_reply,
+)
+from streams.kafka.fleet import ensure_fleet_topics, fleet_cursor_key, shard_requests_topic
+from streams.kafka.query import answer_shard_request
+from streams.kafka.rpc import parse_reply_to
 from streams.settings import Settings
 from streams.topics import Topics, bootstrap_servers
 
@@ -41,6 +55,10 @@ class _ResumeFromShards(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
         for tp in assigned:
+            if tp.topic == self.indexer.shard_topic:
+                # Requests older than now were for the previous owner and are past caring.
+                await self.indexer.consumer.seek_to_end(tp)
+                continue
             position = self.indexer.shards.tracking_position(position_source(tp.topic,
                                                                              tp.partition))
             if position is not None:
@@ -52,7 +70,11 @@ class DocumentIndexer:
     1. decode documents (undecodable ones are parked in the dead letters);
     2. `write_batch` the records with positions `<topic>:<partition>` = next offset, in the
        shards' own SQLite transaction (a replay below that position changes nothing);
-    3. only then commit the Kafka offsets."""
+    3. only then commit the Kafka offsets.
+
+    The same consumer reads `<p>.shard-requests` with the range assignor, so whoever owns
+    documents partition k (and so shard k) also owns shard-requests partition k and answers the
+    query coordinators' requests for shard k."""
 
     def __init__(self, settings: Settings, shards: ShardSet, *, group_id: str | None = None,
                  fetch_max_wait_ms: int = 100) -> None:
@@ -71,19 +93,34 @@ class DocumentIndexer:
             session_timeout_ms=int(settings.session_timeout_s * 1000),
             heartbeat_interval_ms=int(settings.heartbeat_s * 1000),
             # tansu does not wake a long poll when data arrives; keep the wait short.
-            fetch_max_wait_ms=fetch_max_wait_ms, max_poll_records=BATCH_MAX)
+            fetch_max_wait_ms=fetch_max_wait_ms, max_poll_records=BATCH_MAX,
+            partition_assignment_strategy=(RangePartitionAssignor,))
         self.producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+        self.settings = settings
+        self.bootstrap = bootstrap
+        self.shard_topic = shard_requests_topic(settings.topic_prefix)
+        self.query: QueryService | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
         """Index until `stop` is set."""
+        await ensure_fleet_topics(self.bootstrap, self.settings.topic_prefix, self.settings.shards)
+        # Cursors must verify on any owner: sign with the fleet's key, not a local one.
+        self.shards.key = await fleet_cursor_key(self.bootstrap, self.settings.topic_prefix)
+        self.query = QueryService(self.shards)
         await self.producer.start()
         await self.consumer.start()
         try:
-            self.consumer.subscribe([self.topics.documents], listener=_ResumeFromShards(self))
+            self.consumer.subscribe([self.topics.documents, self.shard_topic],
+                                    listener=_ResumeFromShards(self))
             while not stop.is_set():
                 batches = await self.consumer.getmany(timeout_ms=200, max_records=BATCH_MAX)
-                if batches:
-                    await self.index(batches)
+                requests = {tp: b for tp, b in batches.items() if tp.topic == self.shard_topic}
+                documents = {tp: b for tp, b in batches.items() if tp.topic != self.shard_topic}
+                if documents:
+                    await self.index(documents)
+                for messages in requests.values():
+                    for msg in messages:
+                        await self.answer(msg.value or b"")
         finally:
             await self.consumer.stop()
             await self.producer.stop()
@@ -121,6 +158,28 @@ class DocumentIndexer:
                 except SourceConflict as exc:
                     await self.park(msg, exc.code, exc.message)
                     self.shards.write_batch([], position)
+
+    async def answer(self, value: bytes) -> None:
+        """Answer one shard request from the local shard; errors become error replies."""
+        try:
+            request = decode_request(value)
+        except RecallError as exc:
+            log.warning("unreadable shard request ignored: %s", exc)
+            return
+        if time.time() * 1000 > request.deadline_ms:
+            return  # the coordinator has given up on it already
+        assert self.query is not None
+        try:
+            reply = ok_reply(request.id, answer_shard_request(self.shards, self.query, request.op,
+                                                               request.args))
+        except RecallError as exc:
+            reply = error_reply(request.id, exc.code, exc.to_json()["message"])
+        except Exception as exc:
+            log.exception("shard request %s failed", request.op)
+            reply = error_reply(request.id, "RECALL_INTERNAL_ERROR",
+                                f"{request.op} failed on the shard owner ({type(exc).__name__})")
+        topic, partition = parse_reply_to(request.reply_to)
+        await self.producer.send_and_wait(topic, encode_reply(reply), partition=partition)
 
     async def park(self, msg: Any, code: str, reason: str) -> None:
         letter = DeadLetter.of(topic=msg.topic, partition=msg.partition, offset=msg.offset,

@@ -1,0 +1,69 @@
+"""Integration: the search/reference contract over the Kafka runtime equals the embedded one."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from contract import answers, check_expectations, contract_corpus
+
+from streams.facade import Recall
+from streams.settings import Settings
+from tests.integration.kafkaio import WorkerProcess
+
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
+
+
+def expected_counts(files: list[Path]) -> dict[str, int]:
+    counts = {}
+    for path in files:
+        lines = path.read_bytes().splitlines()
+        counts[str(orjson.loads(lines[0])["id"])] = len(lines) - 1
+    return counts
+
+
+def wait_indexed(recall: Recall, counts: dict[str, int], worker: WorkerProcess,
+                 timeout_s: float = 90.0) -> None:
+    """Until every session is searchable with all its events (the pipeline is asynchronous)."""
+    deadline = time.time() + timeout_s
+    last: Any = None
+    while time.time() < deadline:
+        try:
+            listing = {i["header"]["id"] for i in recall.list_sessions()}
+            if listing >= set(counts) and all(
+                    len(recall.read_session(sid)["events"]) == n for sid, n in counts.items()):
+                return
+            last = sorted(listing)
+        except Exception as exc:
+            last = exc
+        time.sleep(0.5)
+    raise AssertionError(f"not indexed in {timeout_s}s: {last!r}\n{worker.log_tail()}")
+
+
+def test_kafka_runtime_answers_exactly_like_the_embedded_one(
+        settings: Settings, worker_factory: Callable[[], WorkerProcess], tmp_path: Path) -> None:
+    files = contract_corpus(tmp_path / "corpus")
+    with Recall.open(tmp_path / "embedded") as embedded:
+        embedded.ingest(files)
+        expected = answers(embedded)
+    worker = worker_factory()
+    with Recall.connect(str(settings.broker), settings=settings) as recall:
+        report = recall.ingest(files)
+        assert report.files == len(files) and report.rejected == 0
+        wait_indexed(recall, expected_counts(files), worker)
+        result = answers(recall)
+        check_expectations(result)
+        assert orjson.dumps(result) == orjson.dumps(expected)
+        # a reference appends [context, message] through the events topic
+        prepared = recall.prepare_reference("ci-followup-2025-12-01", "again?",
+                                            references=[{"sessionId": "child"}],
+                                            message_id="kafka-ref")
+        assert prepared["appended"] == [4, 5]
+        wait_indexed(recall, {**expected_counts(files), "ci-followup-2025-12-01": 6}, worker)
+        log = recall.read_session("ci-followup-2025-12-01")["events"]
+        assert [e["data"]["id"] for e in log[4:]] == ["kafka-ref:context", "kafka-ref"]
+        assert log[4]["data"] == prepared["additionalContext"]
