@@ -6,6 +6,7 @@ import copy
 import hashlib
 import os
 import sqlite3
+import threading
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
@@ -104,12 +105,14 @@ class QueryService(SessionReads):
         self.snapshots = SnapshotRegistry(self.config.snapshot_retention_s,
                                           self.config.max_snapshots, clock=clock)
         self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
 
     def close(self) -> None:
         self.snapshots.close()
-        if self._pool is not None:
-            self._pool.shutdown(wait=True)
-            self._pool = None
+        with self._pool_lock:
+            pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
 
     # -- request normalization (SPEC 3.3 order) --
 
@@ -199,15 +202,19 @@ class QueryService(SessionReads):
         others (sqlite3 releases the GIL while a statement runs). Each connection is in exactly
         one lane and all lanes finish before this returns, also on error, so no connection is
         ever used by two threads at once."""
+        if not calls:
+            return []
         started = time.perf_counter()
         first = fn(*calls[0])
         rest = calls[1:]
         lanes = min(SEARCH_LANES, len(rest))
         if lanes <= 1 or time.perf_counter() - started < PARALLEL_AFTER_S:
             return [first, *(fn(conn, plan) for conn, plan in rest)]
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(max_workers=SEARCH_LANES - 1,
-                                            thread_name_prefix="recall-search")
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=SEARCH_LANES - 1,
+                                                thread_name_prefix="recall-search")
+            pool = self._pool
         outcomes: list[Any] = [None] * len(rest)
 
         def lane(k: int) -> None:
@@ -218,7 +225,7 @@ class QueryService(SessionReads):
                     outcomes[i] = exc
                     return
 
-        futures = [self._pool.submit(lane, k) for k in range(1, lanes)]
+        futures = [pool.submit(lane, k) for k in range(1, lanes)]
         try:
             lane(0)
         finally:

@@ -48,8 +48,11 @@ class KafkaBackend:
 
     def call(self, op: str, args: Mapping[str, Any]) -> Any:
         deadline = time.time() + self.settings.request_timeout_s
-        return run_sync(self.loop, self.requester.request(self.topics.requests, op, dict(args),
-                                                          deadline=deadline),
+        # Reads are idempotent and re-sent if a rebalancing worker skipped them; a reference
+        # (which appends) is sent once.
+        send = (self.requester.request if op == "prepare_reference"
+                else self.requester.request_retrying)
+        return run_sync(self.loop, send(self.topics.requests, op, dict(args), deadline=deadline),
                         self.settings.request_timeout_s + 5)
 
     # --- ingest: publish ----------------------------------------------------------------------

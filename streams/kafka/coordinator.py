@@ -62,7 +62,10 @@ class QueryCoordinator:
         consumer = AIOKafkaConsumer(
             self.topics.requests, bootstrap_servers=self.bootstrap,
             group_id=f"{self.settings.topic_prefix}.query", auto_offset_reset="latest",
-            enable_auto_commit=True, fetch_max_wait_ms=20,
+            # No commits: a request is worth answering only now, and a commit failing during a
+            # rebalance makes aiokafka rejoin under a new member id, which noida-db never
+            # expires (the group then waits for a ghost leader). Callers re-send on timeout.
+            enable_auto_commit=False, fetch_max_wait_ms=20,
             session_timeout_ms=int(self.settings.session_timeout_s * 1000),
             heartbeat_interval_ms=int(self.settings.heartbeat_s * 1000))
         await consumer.start()
@@ -132,7 +135,7 @@ class QueryCoordinator:
 
     def _call_shard(self, shard: int, op: str, args: dict[str, Any]) -> Any:
         assert self.requester is not None and self.loop is not None
-        return run_sync(self.loop, self.requester.request(
+        return run_sync(self.loop, self.requester.request_retrying(
             self.shard_topic, op, {**args, "shard": shard}, deadline=time.time() +
             self._remaining(), partition=shard), self._remaining() + 1)
 
@@ -143,8 +146,9 @@ class QueryCoordinator:
 
         async def gather() -> list[Any]:
             return list(await asyncio.gather(*(
-                requester.request(self.shard_topic, op, {**args, "shard": k}, deadline=deadline,
-                                  partition=k) for k in range(self.settings.shards))))
+                requester.request_retrying(self.shard_topic, op, {**args, "shard": k},
+                                           deadline=deadline, partition=k)
+                for k in range(self.settings.shards))))
 
         return list(run_sync(self.loop, gather(), self._remaining() + 1))
 

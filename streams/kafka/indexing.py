@@ -11,6 +11,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
 from indexer import QueryService, ShardSet, SourceConflict
@@ -61,7 +62,12 @@ class _ResumeFromShards(ConsumerRebalanceListener):  # type: ignore[misc]
                 continue
             position = self.indexer.shards.tracking_position(position_source(tp.topic,
                                                                              tp.partition))
-            if position is not None:
+            if position is None:
+                # No local shard for this partition (a new worker, or a partition that moved
+                # here): rebuild it from the start of the compacted documents topic, not from
+                # the previous owner's committed offset.
+                await self.indexer.consumer.seek_to_beginning(tp)
+            else:
                 self.indexer.consumer.seek(tp, position)
 
 
@@ -144,7 +150,12 @@ class DocumentIndexer:
             # One record disagrees with the shard; find it by writing one at a time.
             await self._write_one_by_one(batches)
         self.stats["indexed"] += len(records)
-        await self.consumer.commit(commits)
+        try:
+            await self.consumer.commit(commits)
+        except KafkaError as exc:
+            # The shard's tracking table is the resume point; a commit lost to a rebalance
+            # only delays the group's lag metric, so keep indexing.
+            log.info("offset commit skipped: %s", exc)
 
     async def _write_one_by_one(self, batches: dict[TopicPartition, Sequence[Any]]) -> None:
         for tp, messages in batches.items():

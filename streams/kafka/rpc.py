@@ -24,6 +24,8 @@ TIMEOUT = "RECALL_REQUEST_TIMEOUT"
 #: Fetch wait of request/reply consumers: the broker answers a long poll when data arrives
 #: (noida, Kafka) or after this long (tansu, ENGINE.md), so keep it small.
 FETCH_WAIT_MS = 20
+#: How long one attempt of a retried request waits before it is sent again.
+HOP_S = 4.0
 
 
 class RemoteError(RecallError):
@@ -121,3 +123,17 @@ class Requester:
                                  ) from None
         finally:
             self._pending.pop(request_id, None)
+
+    async def request_retrying(self, topic: str, op: str, args: dict[str, Any], *,
+                               deadline: float, hop_s: float = HOP_S,
+                               partition: int | None = None, key: bytes | None = None) -> Any:
+        """`request`, re-sent (new id) when a hop gets no reply: a consumer that was being
+        rebalanced skips what arrived meanwhile. Only for idempotent operations."""
+        while True:
+            hop = min(deadline, time.time() + hop_s)
+            try:
+                return await self.request(topic, op, args, deadline=hop, partition=partition,
+                                          key=key)
+            except RequestTimeout:
+                if time.time() >= deadline - 0.05:
+                    raise

@@ -70,7 +70,9 @@ def worker_factory(broker: Broker, settings_env: dict[str, Any],
     started: list[WorkerProcess] = []
 
     def start() -> WorkerProcess:
-        worker = start_worker(broker, settings_env, tmp_path / f"worker{len(started)}.log")
+        # every worker has its own data dir (its shards and faust state), as on separate hosts
+        env = {**settings_env, "RECALL_DATA_DIR": tmp_path / f"data-{len(started)}"}
+        worker = start_worker(broker, env, tmp_path / f"worker{len(started)}.log")
         started.append(worker)
         return worker
 

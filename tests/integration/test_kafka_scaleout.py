@@ -1,0 +1,61 @@
+"""Integration: two workers split the partitions; a search still covers every shard; when one
+stops, its partitions move and the new owner rebuilds the shards from `<p>.documents`."""
+
+from __future__ import annotations
+
+import signal
+import sqlite3
+from collections.abc import Callable
+from pathlib import Path
+
+import orjson
+import pytest
+from contract import answers, contract_corpus
+from factories import header, user
+from tests.integration.test_kafka_contract import expected_counts, wait_indexed
+
+from streams.facade import Recall
+from streams.settings import Settings
+from tests.integration.kafkaio import WorkerProcess
+
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
+
+
+def test_two_workers_split_partitions_and_survive_one_leaving(
+        settings: Settings, worker_factory: Callable[[], WorkerProcess], tmp_path: Path) -> None:
+    files = contract_corpus(tmp_path / "corpus")
+    with Recall.open(tmp_path / "embedded") as embedded:
+        embedded.ingest(files)
+        expected = answers(embedded)
+    first, second = worker_factory(), worker_factory()
+    with Recall.connect(str(settings.broker), settings=settings) as recall:
+        recall.ingest(files)
+        wait_indexed(recall, expected_counts(files), first)
+        assert orjson.dumps(answers(recall)) == orjson.dumps(expected)
+        # each worker indexed only its own partitions: the shards are split between them
+        owned = [_indexed_shards(tmp_path / f"data-{n}") for n in (0, 1)]
+        assert owned[0] and owned[1] and not owned[0] & owned[1], owned
+        # one worker leaves; the other takes its partitions over and rebuilds those shards
+        assert second.stop(signal.SIGTERM) == 0
+        late = tmp_path / "late.jsonl"
+        late.write_bytes(b"\n".join(orjson.dumps(x) for x in [
+            header("late-session", cwd="/w/late"), user(0, "zebra after the move")]) + b"\n")
+        recall.ingest([late])
+        wait_indexed(recall, {**expected_counts(files), "late-session": 1}, first, 120)
+        hits = recall.search_sessions("zebra after the move")["items"]
+        assert [h["header"]["id"] for h in hits] == ["late-session"]
+        again = answers(recall)
+        listing = again.pop("list_sessions")
+        assert sorted(listing) == sorted([*expected["list_sessions"], "late-session"])
+        assert again == {k: v for k, v in expected.items() if k != "list_sessions"}
+        # the remaining worker now holds every shard, the moved ones rebuilt from documents
+        assert _indexed_shards(tmp_path / "data-0") == owned[0] | owned[1]
+
+
+def _indexed_shards(data: Path) -> set[int]:
+    owned = set()
+    for path in sorted((data / "kafka-index").glob("shard-*.sqlite")):
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+            if conn.execute("SELECT count(*) FROM sessions").fetchone()[0]:
+                owned.add(int(path.stem.split("-")[1]))
+    return owned
