@@ -65,14 +65,14 @@ def settings(settings_env: dict[str, Any]) -> Settings:
 
 @pytest.fixture
 def worker_factory(broker: Broker, settings_env: dict[str, Any],
-                   tmp_path: Path) -> Iterator[Callable[[], WorkerProcess]]:
+                   tmp_path: Path) -> Iterator[Callable[..., WorkerProcess]]:
     """Start fold workers for this test; every one still running at teardown is killed."""
     started: list[WorkerProcess] = []
 
-    def start() -> WorkerProcess:
+    def start(roles: tuple[str, ...] = ()) -> WorkerProcess:
         # every worker has its own data dir (its shards and faust state), as on separate hosts
         env = {**settings_env, "RECALL_DATA_DIR": tmp_path / f"data-{len(started)}"}
-        worker = start_worker(broker, env, tmp_path / f"worker{len(started)}.log")
+        worker = start_worker(broker, env, tmp_path / f"worker{len(started)}.log", roles)
         started.append(worker)
         return worker
 

@@ -105,11 +105,14 @@ def worker_env(broker: Broker, settings_env: dict[str, Any]) -> dict[str, str]:
     return env
 
 
-def start_worker(broker: Broker, settings_env: dict[str, Any], log_path: Path) -> WorkerProcess:
+def start_worker(broker: Broker, settings_env: dict[str, Any], log_path: Path,
+                 roles: tuple[str, ...] = ()) -> WorkerProcess:
+    role_args = [arg for role in roles for arg in ("--role", role)]
     with log_path.open("ab") as log:
         process = subprocess.Popen(
             [sys.executable, "-m", "streams.kafka.worker", "--broker-flavor", broker.flavor,
-             "--loglevel", os.environ.get("RECALL_TEST_WORKER_LOGLEVEL", "warning")],
+             "--loglevel", os.environ.get("RECALL_TEST_WORKER_LOGLEVEL", "warning"),
+             *role_args],
             cwd=REPO, env=worker_env(broker, settings_env), stdout=log,
             stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
     return WorkerProcess(process, log_path)

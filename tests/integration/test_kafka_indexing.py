@@ -51,7 +51,7 @@ def test_documents_are_indexed_per_shard_and_resume_from_the_shard_position(
         broker: Any, settings: Settings, worker_factory: Any, tmp_path: Path) -> None:
     topics = Topics.of(settings)
     asyncio.run(ensure_topics(broker.bootstrap, topics))
-    worker = worker_factory()
+    worker = worker_factory(("fold",))  # this test runs the index consumer itself
     first = wave("ix-1", range(4), with_header=True) + wave("ix-2", range(3), with_header=True)
     asyncio.run(produce(broker.bootstrap, topics.events, first))
 

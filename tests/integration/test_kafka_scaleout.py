@@ -44,12 +44,36 @@ def test_two_workers_split_partitions_and_survive_one_leaving(
         wait_indexed(recall, {**expected_counts(files), "late-session": 1}, first, 120)
         hits = recall.search_sessions("zebra after the move")["items"]
         assert [h["header"]["id"] for h in hits] == ["late-session"]
+        # after the move the answers still equal the embedded runtime's (plus the new session)
         again = answers(recall)
-        listing = again.pop("list_sessions")
-        assert sorted(listing) == sorted([*expected["list_sessions"], "late-session"])
+        assert sorted(again.pop("list_sessions")) == sorted([*expected["list_sessions"],
+                                                             "late-session"])
         assert again == {k: v for k, v in expected.items() if k != "list_sessions"}
+        # every existing session takes one more event: the new owner of each moved partition
+        # recovered the fold state from the changelog, or the seq would be refused
+        counts = expected_counts(files)
+        _publish_events(recall, {sid: user(n, f"quokka {sid}") for sid, n in counts.items()})
+        wait_indexed(recall, {**{sid: n + 1 for sid, n in counts.items()}, "late-session": 1},
+                     first, 120)
+        assert len(recall.search_sessions("quokka", limit=100)["items"]) == len(counts)
         # the remaining worker now holds every shard, the moved ones rebuilt from documents
         assert _indexed_shards(tmp_path / "data-0") == owned[0] | owned[1]
+
+
+def _publish_events(recall: Recall, events: dict[str, dict[str, object]]) -> None:
+    """Produce one event per session straight to the events topic, keyed by session id."""
+    from streams.codec import encode_event_value
+    from streams.kafka.query import run_sync
+
+    backend = recall.backend
+    producer = backend._producer_started()
+
+    async def send() -> None:
+        for sid, event in events.items():
+            await producer.send_and_wait(backend.topics.events, encode_event_value(event),
+                                         key=sid.encode("utf-8"))
+
+    run_sync(backend.loop, send(), 30)
 
 
 def _indexed_shards(data: Path) -> set[int]:
