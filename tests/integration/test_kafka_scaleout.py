@@ -12,11 +12,11 @@ import orjson
 import pytest
 from contract import answers, contract_corpus
 from factories import header, user
-from tests.integration.test_kafka_contract import expected_counts, wait_indexed
 
 from streams.facade import Recall
 from streams.settings import Settings
 from tests.integration.kafkaio import WorkerProcess
+from tests.integration.test_kafka_contract import expected_counts, wait_indexed
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 

@@ -7,7 +7,6 @@ import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import orjson
 from factories import assistant, checkpoint, header, log_only, tool_result, user
