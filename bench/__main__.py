@@ -18,6 +18,8 @@ SUITES = [
     ("bench.fold", "Fold (issue: foundation)"),
     ("bench.index", "Index and search (issue: search)"),
     ("bench.reference", "Reference (issue: references)"),
+    ("bench.pipeline", "Kafka pipeline (issue: streaming pipeline)"),
+    ("bench.importers", "Importers (issue: real logs)"),
 ]
 
 
