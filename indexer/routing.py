@@ -7,6 +7,8 @@ the events and documents topics owns shard k, and the embedded runtime lays sess
 
 from __future__ import annotations
 
+import functools
+
 _SEED = 0x9747B28C
 _M = 0x5BD1E995
 _MASK = 0xFFFFFFFF
@@ -37,8 +39,10 @@ def murmur2(data: bytes) -> int:
     return h
 
 
+@functools.lru_cache(maxsize=65_536)
 def shard_of(session_id: str, shard_count: int) -> int:
-    """Stable across processes (never the salted hash()); equals Kafka's default partition."""
+    """Stable across processes (never the salted hash()); equals Kafka's default partition.
+    Cached: every record of a batch asks, and the pure-Python murmur2 is not free."""
     return (murmur2(session_id.encode("utf-8")) & 0x7FFFFFFF) % shard_count
 
 
