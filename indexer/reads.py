@@ -24,6 +24,7 @@ from indexer.filters import (
     text_clauses,
     validate_filters,
 )
+from indexer.digest import index_digest
 from indexer.lineage import trace_lineage
 from indexer.shardset import ShardSet
 from projections.fold import fold_surface
@@ -157,6 +158,10 @@ class SessionReads:
         check_budgets(clauses, within_session=False)
         sql, params = compile_clauses(clauses, live_since=now - self.config.live_window_ms)
         return self._listing(" AND ".join(sql), params, now)
+
+    def index_digest(self) -> dict[str, Any]:
+        """Layout-independent digest of the whole index (indexer.digest)."""
+        return index_digest(self.shardset)
 
     def filter_events(self, session_id: str, filters: Any) -> dict[str, Any]:
         """`{session, events: [{seq, type, time, surface, event}]}` in seq order; `text` clauses

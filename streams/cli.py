@@ -406,9 +406,14 @@ def stats(ctx: click.Context, as_json: bool) -> None:
     from indexer.maintenance import check_integrity, shard_stats
 
     with open_recall(ctx.find_root()) as recall:
-        shards = recall.backend.runtime.shards
-        rows = shard_stats(shards)
-        problems = check_integrity(shards)
+        runtime = getattr(recall.backend, "runtime", None)
+        if runtime is None:
+            raise RecallError("index stats reads shard files on this machine",
+                              code="RECALL_UNSUPPORTED_HERE",
+                              hint="run it with --data-dir set to a worker's RECALL_DATA_DIR/"
+                              "kafka-index host, or use `recall index digest` over Kafka")
+        rows = shard_stats(runtime.shards)
+        problems = check_integrity(runtime.shards)
     for row in rows:
         row["problems"] = problems.get(row["shard"], [])
     if as_json:

@@ -57,6 +57,7 @@ OPERATIONS: dict[str, Callable[[Backend, Mapping[str, Any]], Any]] = {
     "trace_session": lambda b, a: b.query().trace_session(_session_id(a)),
     "filter_sessions": lambda b, a: b.query().filter_sessions(_req(a, "filters"), now_ms=_now(a)),
     "filter_events": lambda b, a: b.query().filter_events(_session_id(a), _req(a, "filters")),
+    "index_digest": lambda b, a: b.query().index_digest(),
     "prepare_reference": lambda b, a: b.reference().prepare(dict(a)),
     "list_candidates": lambda b, a: b.reference().candidates(dict(a)),
 }

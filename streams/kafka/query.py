@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from indexer import QueryService, ShardSet
+from indexer.digest import combine_digests, session_digests
 from indexer.routing import shard_of
 from indexer.scatter import (
     Coordinator,
@@ -58,6 +59,8 @@ def answer_shard_request(shards: ShardSet, query: QueryService, op: str,
         return answer_shard_listing(shard, args.get("filters"), int(args["liveSince"]))
     if op == "shard.headers":
         return answer_shard_headers(shard)
+    if op == "shard.digest":
+        return session_digests([shard])
     raise SessionQueryError(f"unknown shard operation {op!r}", code="RECALL_UNKNOWN_OPERATION")
 
 
@@ -135,6 +138,9 @@ class RemoteQuery:
 
     def filter_events(self, session_id: str, filters: Any) -> dict[str, Any]:
         return dict(self._route("filter_events", {"sessionId": session_id, "filters": filters}))
+
+    def index_digest(self) -> dict[str, Any]:
+        return combine_digests(self.scatter("shard.digest", {}))
 
     def close(self) -> None:
         """Nothing to release: the transport belongs to the worker."""

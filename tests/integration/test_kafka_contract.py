@@ -50,6 +50,7 @@ def test_kafka_runtime_answers_exactly_like_the_embedded_one(
     with Recall.open(tmp_path / "embedded") as embedded:
         embedded.ingest(files)
         expected = answers(embedded)
+        expected_digest = embedded.index_digest()
     worker = worker_factory()
     with Recall.connect(str(settings.broker), settings=settings) as recall:
         report = recall.ingest(files)
@@ -58,6 +59,8 @@ def test_kafka_runtime_answers_exactly_like_the_embedded_one(
         result = answers(recall)
         check_expectations(result)
         assert orjson.dumps(result) == orjson.dumps(expected)
+        # the whole index, not only the answers: same logical contents as the embedded one
+        assert recall.index_digest() == expected_digest
         # a reference appends [context, message] through the events topic
         prepared = recall.prepare_reference("ci-followup-2025-12-01", "again?",
                                             references=[{"sessionId": "child"}],
