@@ -11,6 +11,7 @@ from typing import Any
 import orjson
 
 from indexer.config import IndexConfig
+from indexer.digest import index_digest
 from indexer.errors import (
     EVENT_NOT_FOUND,
     INVALID_FILTER,
@@ -24,7 +25,6 @@ from indexer.filters import (
     text_clauses,
     validate_filters,
 )
-from indexer.digest import index_digest
 from indexer.lineage import trace_lineage
 from indexer.shardset import ShardSet
 from projections.fold import fold_surface

@@ -11,6 +11,7 @@ import orjson
 import pytest
 from contract import answers, check_expectations, contract_corpus
 
+from projections.errors import RecallError
 from streams.facade import Recall
 from streams.settings import Settings
 from tests.integration.kafkaio import WorkerProcess
@@ -70,3 +71,14 @@ def test_kafka_runtime_answers_exactly_like_the_embedded_one(
         log = recall.read_session("ci-followup-2025-12-01")["events"]
         assert [e["data"]["id"] for e in log[4:]] == ["kafka-ref:context", "kafka-ref"]
         assert log[4]["data"] == prepared["additionalContext"]
+
+
+def test_a_request_nobody_answers_times_out_with_a_stable_code(settings: Settings) -> None:
+    """No worker runs: the caller gets RECALL_REQUEST_TIMEOUT after its deadline, nothing else."""
+    quick = settings.model_copy(update={"request_timeout_s": 2.0})
+    with Recall.connect(str(quick.broker), settings=quick) as recall:
+        started = time.time()
+        with pytest.raises(RecallError) as info:
+            recall.search_sessions("anything")
+        assert info.value.code == "RECALL_REQUEST_TIMEOUT"
+        assert 1.5 <= time.time() - started < 10
