@@ -3,6 +3,10 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+# The Kafka suite runs against both Kafka-protocol brokers from PyPI (noida-db and tansu):
+# two independent implementations catch reliance on one broker's quirks.
+RECALL_TEST_BROKER ?= both
+export RECALL_TEST_BROKER
 
 .PHONY: setup demo test lint unit bench chaos clean
 
