@@ -59,6 +59,15 @@ def main(argv: list[str]) -> int:
     results["machine"] = machine()
     results["date"] = datetime.date.today().isoformat()
     path.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))
+    # Which suite wrote which metric, so a partial run still renders every section.
+    index_path = HERE / "sections.json"
+    owners: dict[str, list[str]] = (orjson.loads(index_path.read_bytes())
+                                    if index_path.exists() else {})
+    for title, metrics in sections:
+        owners[title] = list(metrics)
+    index_path.write_bytes(orjson.dumps(owners, option=orjson.OPT_INDENT_2))
+    sections = [(title, {k: results[k] for k in owners[title] if k in results})
+                for _, title in SUITES if title in owners]
     lines = ["# Benchmark results", "", f"Machine: {results['machine']}  ", f"Date: {results['date']}",
              "", "Regenerate with `make bench` (deterministic corpora; timings vary ±30 % on this",
              "shared 2-core machine, so read the ratios against the baselines of the same run).", ""]

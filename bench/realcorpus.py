@@ -52,13 +52,13 @@ _PREV = b"__bench_prev_parent__"
 
 def _iso_ms(match: re.Match[bytes]) -> int:
     base = datetime.datetime.fromisoformat(match.group(1).decode()).replace(
-        tzinfo=datetime.timezone.utc)
+        tzinfo=datetime.UTC)
     frac = match.group(2) or b""
     return int(base.timestamp()) * 1000 + (int((frac[1:] + b"000")[:3]) if frac else 0)
 
 
 def _fmt_ms(ms: int, frac: bool) -> bytes:
-    dt = datetime.datetime.fromtimestamp(ms // 1000, tz=datetime.timezone.utc)
+    dt = datetime.datetime.fromtimestamp(ms // 1000, tz=datetime.UTC)
     text = dt.strftime("%Y-%m-%dT%H:%M:%S")
     if frac:
         text += f".{ms % 1000:03d}"
