@@ -9,14 +9,22 @@ from typing import Any
 
 import orjson
 import pytest
+from click.testing import CliRunner
 from contract import answers, check_expectations, contract_corpus
 
 from projections.errors import RecallError
+from streams.cli import main
 from streams.facade import Recall
 from streams.settings import Settings
 from tests.integration.kafkaio import WorkerProcess
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
+
+
+def cli_env(settings: Settings) -> dict[str, str]:
+    return {"RECALL_TOPIC_PREFIX": settings.topic_prefix, "RECALL_SHARDS": str(settings.shards),
+            "RECALL_SESSION_TIMEOUT_S": str(settings.session_timeout_s),
+            "RECALL_HEARTBEAT_S": str(settings.heartbeat_s)}
 
 
 def expected_counts(files: list[Path]) -> dict[str, int]:
@@ -62,6 +70,11 @@ def test_kafka_runtime_answers_exactly_like_the_embedded_one(
         assert orjson.dumps(result) == orjson.dumps(expected)
         # the whole index, not only the answers: same logical contents as the embedded one
         assert recall.index_digest() == expected_digest
+        # the CLI over Kafka prints the same page as the Python API
+        cli = CliRunner().invoke(main, ["--broker", str(settings.broker), "search", "needle",
+                                        "--limit", "3", "--json"], env=cli_env(settings))
+        assert cli.exit_code == 0, cli.output
+        assert orjson.loads(cli.stdout) == recall.search_sessions("needle", limit=3)
         # a reference appends [context, message] through the events topic
         prepared = recall.prepare_reference("ci-followup-2025-12-01", "again?",
                                             references=[{"sessionId": "child"}],
