@@ -108,6 +108,7 @@ class KafkaBackend:
         report.lines += len(lines)
         report.headers += 1 if lines else 0
         report.events_added += max(0, len(lines) - 1)
+        report.lines_accepted += max(0, len(lines) - 1)  # published; the fold agent judges them
         if key:
             report.sessions.add(key.decode("utf-8"))
         return [(key, line) for line in lines], []
