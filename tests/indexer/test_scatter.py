@@ -27,6 +27,11 @@ def _fill(shards: Any) -> None:
         shards.write_batch(session_records(f"s{s}", events, created=1000 + s, **parent), {})
 
 
+def _local_scatter(shards: Any) -> Any:
+    """A scatter that asks each local shard as its owner would."""
+    return lambda plan: [answer_shard_search(shard, plan) for shard in shards]
+
+
 def _drain(call: Any, request: dict[str, Any]) -> list[Any]:
     items, cursor = [], None
     while True:
@@ -41,9 +46,7 @@ def test_coordinator_pages_equal_the_local_service(make_index: Any) -> None:
     shards, service = make_index(shards=4)
     _fill(shards)
     coordinator = Coordinator(shards.config, shards.key)
-
-    def scatter(plan: dict[str, Any]) -> list[dict[str, Any]]:
-        return [answer_shard_search(shard, plan) for shard in shards]
+    scatter = _local_scatter(shards)
 
     for request in ({"query": "needle", "limit": 2}, {"query": "pad needle", "limit": 3},
                     {"query": "needle", "sessionFilters": [{"kind": "parent", "values": [None]}]}):
@@ -62,9 +65,7 @@ def test_coordinator_detects_a_changed_shard_as_stale(make_index: Any) -> None:
     shards, _ = make_index(shards=3)
     _fill(shards)
     coordinator = Coordinator(shards.config, shards.key)
-
-    def scatter(plan: dict[str, Any]) -> list[dict[str, Any]]:
-        return [answer_shard_search(shard, plan) for shard in shards]
+    scatter = _local_scatter(shards)
 
     page = coordinator.search_sessions({"query": "needle", "limit": 2}, now_ms=NOW,
                                        scatter=scatter)
