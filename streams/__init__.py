@@ -1,1 +1,20 @@
 """Transport and entry points: Kafka/faust, the embedded runtime, the query worker and the CLI."""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["Recall", "build_app"]
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy, so importing one submodule (e.g. streams.settings) never pulls in the runtimes.
+    if name == "Recall":
+        from streams.facade import Recall
+
+        return Recall
+    if name == "build_app":
+        from streams.app import build_app
+
+        return build_app
+    raise AttributeError(name)
