@@ -60,13 +60,14 @@ include that CPU on a 2-core box; a broker that long-polls (Kafka) would not cha
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import shutil
 import sqlite3
 import statistics
 import time
 import uuid
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +80,7 @@ from streams.facade import Recall
 from streams.settings import Settings
 from streams.topics import Topics, ensure_topics
 from tests.integration.brokers import Broker, start_broker, stop_broker
-from tests.integration.kafkaio import WorkerProcess, start_worker
+from tests.integration.kafkaio import WorkerProcess, produce, start_worker
 
 SHARDS = 8
 SESSION_TIMEOUT_S = 6.0
@@ -113,19 +114,10 @@ def session_records(sid: str, index: int, events: int, gen: TextGen, *,
     return out
 
 
-async def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes, bytes]]) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=5,
-                                max_batch_size=256 * 1024)
-    await producer.start()
-    try:
-        futures = [await producer.send(topic, value=value, key=key) for key, value in records]
-        await asyncio.gather(*futures)
-    finally:
-        await producer.stop()
-
-
-async def raw_consume(bootstrap: str, topic: str, expect: int) -> float:
-    """Seconds to consume `expect` records of `topic` from the beginning + orjson.loads each."""
+@contextlib.asynccontextmanager
+async def from_beginning(bootstrap: str,
+                         topic: str) -> AsyncIterator[tuple[AIOKafkaConsumer, list[TopicPartition]]]:
+    """A group-less consumer assigned every partition of `topic`, at its beginning."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
                                 auto_offset_reset="earliest")
     await consumer.start()
@@ -133,6 +125,14 @@ async def raw_consume(bootstrap: str, topic: str, expect: int) -> float:
         tps = [TopicPartition(topic, p) for p in range(SHARDS)]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
+        yield consumer, tps
+    finally:
+        await consumer.stop()
+
+
+async def raw_consume(bootstrap: str, topic: str, expect: int) -> float:
+    """Seconds to consume `expect` records of `topic` from the beginning + orjson.loads each."""
+    async with from_beginning(bootstrap, topic) as (consumer, _):
         seen = 0
         loads = orjson.loads
         start = time.perf_counter()
@@ -145,19 +145,11 @@ async def raw_consume(bootstrap: str, topic: str, expect: int) -> float:
                     loads(msg.value)
                 seen += len(messages)
         return time.perf_counter() - start
-    finally:
-        await consumer.stop()
 
 
 async def read_all(bootstrap: str, topic: str) -> list[Any]:
     """Every record of `topic` (all partitions) up to the end offsets at call time."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                auto_offset_reset="earliest")
-    await consumer.start()
-    try:
-        tps = [TopicPartition(topic, p) for p in range(SHARDS)]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
+    async with from_beginning(bootstrap, topic) as (consumer, tps):
         ends = await consumer.end_offsets(tps)
         out: list[Any] = []
         pending = {tp for tp in tps if ends[tp] > 0}
@@ -171,19 +163,11 @@ async def read_all(bootstrap: str, topic: str) -> list[Any]:
         if pending:
             raise RuntimeError(f"could not read {topic} to its end: {pending}")
         return out
-    finally:
-        await consumer.stop()
 
 
 async def first_timestamp_ms(bootstrap: str, topic: str) -> int:
     """The smallest timestamp among the first record of each non-empty partition."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                auto_offset_reset="earliest")
-    await consumer.start()
-    try:
-        tps = [TopicPartition(topic, p) for p in range(SHARDS)]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
+    async with from_beginning(bootstrap, topic) as (consumer, tps):
         ends = await consumer.end_offsets(tps)
         pending = {tp for tp in tps if ends[tp] > 0}
         first: dict[TopicPartition, int] = {}
@@ -196,8 +180,6 @@ async def first_timestamp_ms(bootstrap: str, topic: str) -> int:
                     pending.discard(tp)
                     consumer.pause(tp)
         return min(first.values())
-    finally:
-        await consumer.stop()
 
 
 class ShardCounter:

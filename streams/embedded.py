@@ -16,7 +16,7 @@ from typing import Any
 from indexer import IndexConfig, ShardSet
 from indexer.digest import index_digest
 from projections.errors import SessionQueryError
-from projections.fold import Step, SurfaceState, apply
+from projections.fold import Step, SurfaceState, apply, plan
 from projections.records import HeaderRecord, IndexRecord, event_record, fold_records
 from streams.generations import Generations
 from streams.ingest import Importer, Ingestor, IngestReport
@@ -66,12 +66,13 @@ class EmbeddedRuntime:
         """Append validated-by-fold events to a session (creating it); returns their seqs."""
         stored = self.store.check_header(header)
         state = stored.state if stored else SurfaceState()
-        after = state
-        for event in events:
-            after = apply(after, event)  # raises FoldError before anything is written
+        steps: list[Step] = []
+        for event in events:  # raises FoldError before anything is written
+            steps.append(plan(steps[-1].state if steps else state, event))
+        after = steps[-1].state if steps else state
         self._mark_pending()
         self.store.append(stored.header if stored else header, events, after)
-        self._index_append(stored.header if stored else header, state, events)
+        self._index_append(stored.header if stored else header, state, events, steps)
         self._pending.unlink(missing_ok=True)
         return [int(e["seq"]) for e in events]
 
@@ -141,10 +142,6 @@ class EmbeddedRuntime:
         removed = self.generations.cleanup(self.settings.snapshot_retention_s)
         return {"generation": path.name, "previous": old.name, "eventsIndexed": indexed,
                 "removed": removed, **index_digest(self.shards)}
-
-    def digest(self) -> dict[str, Any]:
-        """The layout-independent digest of the live index (see indexer.digest)."""
-        return index_digest(self.shards)
 
 
 def index_config(settings: Settings) -> IndexConfig:

@@ -12,7 +12,7 @@ from projections.errors import SessionQueryError
 from streams.embedded import EmbeddedRuntime
 from streams.ingest import IngestReport
 from streams.operations import dispatch
-from streams.reference import ReferenceService
+from streams.reference import ReferenceService, number_events
 from streams.settings import Settings
 
 _CAMEL = {"session_filters": "sessionFilters", "event_filters": "eventFilters",
@@ -66,8 +66,6 @@ class EmbeddedBackend:
         generation (the same job as reindex)."""
         return self.reindex(progress)
 
-    def digest(self) -> dict[str, Any]:
-        return self.runtime.digest()
 
     def query(self) -> QueryService:
         return self._query
@@ -80,10 +78,8 @@ class EmbeddedBackend:
         if stored is None:
             raise SessionQueryError(f"session {session_id!r} not found",
                                     code="SESSION_QUERY_SESSION_NOT_FOUND")
-        base = stored.state.next_seq
-        numbered = [{"type": e["type"], "seq": base + i, "time": e["time"], "data": e["data"],
-                     "surfaceOp": e["surfaceOp"]} for i, e in enumerate(events)]
-        return self.runtime.append_events(stored.header, numbered)
+        return self.runtime.append_events(stored.header,
+                                          number_events(stored.state.next_seq, events))
 
     def call(self, op: str, args: Mapping[str, Any]) -> Any:
         return dispatch(self, op, args)
@@ -151,7 +147,7 @@ class Recall:
 
     def index_digest(self) -> dict[str, Any]:
         """Layout-independent digest of the index contents: equal digests, equal indexes."""
-        return dict(self.backend.digest())
+        return dict(self.backend.call("index_digest", {}))
 
     # --- search (SPEC 3) ----------------------------------------------------------------------
 

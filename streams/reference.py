@@ -54,6 +54,12 @@ def rewrite_mentions(content: list[dict[str, Any]]) -> tuple[list[dict[str, Any]
     return out, found
 
 
+def number_events(base: int, events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Give appended events their seqs, continuing a log that holds `base` events."""
+    return [{"type": e["type"], "seq": base + i, "time": e["time"], "data": e["data"],
+             "surfaceOp": e["surfaceOp"]} for i, e in enumerate(events)]
+
+
 class ReferenceService:
     """`prepare` (SPEC 4.2) and `candidates` (SPEC 4.1) over a query service and an appender."""
 
@@ -78,7 +84,7 @@ class ReferenceService:
         content, mentioned = rewrite_mentions(_text_content(args))
         explicit = args.get("references") or []
         references = normalize_references(target, [*explicit, *mentioned], self.max_references)
-        self.query.read_session(target)  # the target must exist before anything is read
+        self._target_header(target)  # the target must exist before anything is read
         result: dict[str, Any] = {"content": content}
         message_id = args.get("messageId") or f"msg-{uuid.uuid4()}"
         readable = {"id": message_id, "role": "user", "source": {"kind": "user"},
@@ -124,7 +130,7 @@ class ReferenceService:
         if not isinstance(query, str):
             raise SessionReferenceError("query must be a string",
                                         code="SESSION_REFERENCE_INVALID_REFERENCE")
-        target_cwd = self.query.read_session(target)["header"].get("cwd")
+        target_cwd = self._target_header(target).get("cwd")
         listing = [item["header"] for item in self.query.list_sessions()
                    if item["header"]["id"] != target]
 
@@ -150,6 +156,15 @@ class ReferenceService:
             rows = [r for r in rows if needle in str(r["sessionId"]).lower()
                     or needle in str(r.get("cwd", "")).lower() or needle in r["label"].lower()]
         return rows[:limit]
+
+    def _target_header(self, session_id: str) -> dict[str, Any]:
+        """The target's header alone (a listing filter), without reading its whole log."""
+        found = self.query.filter_sessions([{"kind": "id", "values": [session_id]}])
+        if not found:
+            raise SessionQueryError(f"session {session_id!r} not found",
+                                    code="SESSION_QUERY_SESSION_NOT_FOUND")
+        header: dict[str, Any] = found[0]["header"]
+        return header
 
     def _label(self, session_id: str) -> str:
         """The latest `session/title`, else the id (also when the title cannot be read)."""

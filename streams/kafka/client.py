@@ -4,12 +4,14 @@ publishing log lines to `<p>.events` (keyed by session id, header first)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import orjson
 from aiokafka import AIOKafkaProducer
 
 from projections.errors import RecallError
@@ -97,14 +99,9 @@ class KafkaBackend:
                 report: IngestReport) -> tuple[list[tuple[bytes, bytes]], list[Rejection]]:
         lines = [line for _, line in split_lines(text)]
         key = b""
-        if lines:
-            try:
-                import orjson
-
-                head = orjson.loads(lines[0])
-                key = str(head.get("id", "")).encode("utf-8") if isinstance(head, dict) else b""
-            except ValueError:
-                key = b""
+        with contextlib.suppress(ValueError):  # a bad header still goes out, to be parked
+            head = orjson.loads(lines[0]) if lines else None
+            key = str(head.get("id", "")).encode("utf-8") if isinstance(head, dict) else b""
         report.lines += len(lines)
         report.headers += 1 if lines else 0
         report.events_added += max(0, len(lines) - 1)
@@ -140,9 +137,6 @@ class KafkaBackend:
             await future
 
     # --- jobs ---------------------------------------------------------------------------------
-
-    def digest(self) -> dict[str, Any]:
-        return dict(self.call("index_digest", {}))
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         raise RecallError("reindex and replay over Kafka are worker jobs",

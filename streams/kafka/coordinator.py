@@ -27,6 +27,7 @@ from streams.kafka.fleet import fleet_cursor_key, shard_requests_topic
 from streams.kafka.query import CoordinatorBackend, RemoteQuery, run_sync
 from streams.kafka.rpc import TIMEOUT, Requester, parse_reply_to
 from streams.operations import dispatch
+from streams.reference import number_events
 from streams.settings import Settings
 from streams.topics import Topics, bootstrap_servers
 
@@ -156,9 +157,8 @@ class QueryCoordinator:
         """Reference appends: numbered after the indexed log and produced to the session's
         events partition; the fold's seq check makes a retried append harmless."""
         assert self.remote is not None and self.producer is not None and self.loop is not None
-        base = len(self.remote.read_session(session_id)["events"])
-        numbered = [{"type": e["type"], "seq": base + i, "time": e["time"], "data": e["data"],
-                     "surfaceOp": e["surfaceOp"]} for i, e in enumerate(events)]
+        last = self.remote.read_surface(session_id)["capturedThroughSeq"]
+        numbered = number_events(0 if last is None else last + 1, events)
         producer = self.producer
         partition = shard_of(session_id, self.settings.shards)
 

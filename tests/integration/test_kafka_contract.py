@@ -10,7 +10,7 @@ from typing import Any
 import orjson
 import pytest
 from click.testing import CliRunner
-from contract import answers, check_expectations, contract_corpus
+from contract import answers, check_expectations, embedded_expectation
 
 from projections.errors import RecallError
 from streams.cli import main
@@ -55,11 +55,7 @@ def wait_indexed(recall: Recall, counts: dict[str, int], worker: WorkerProcess,
 
 def test_kafka_runtime_answers_exactly_like_the_embedded_one(
         settings: Settings, worker_factory: Callable[[], WorkerProcess], tmp_path: Path) -> None:
-    files = contract_corpus(tmp_path / "corpus")
-    with Recall.open(tmp_path / "embedded") as embedded:
-        embedded.ingest(files)
-        expected = answers(embedded)
-        expected_digest = embedded.index_digest()
+    files, expected, expected_digest = embedded_expectation(tmp_path)
     worker = worker_factory()
     with Recall.connect(str(settings.broker), settings=settings) as recall:
         report = recall.ingest(files)

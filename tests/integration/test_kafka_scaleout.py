@@ -10,7 +10,7 @@ from pathlib import Path
 
 import orjson
 import pytest
-from contract import answers, contract_corpus
+from contract import answers, embedded_expectation
 from factories import header, user
 
 from streams.facade import Recall
@@ -23,10 +23,7 @@ pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 
 def test_two_workers_split_partitions_and_survive_one_leaving(
         settings: Settings, worker_factory: Callable[[], WorkerProcess], tmp_path: Path) -> None:
-    files = contract_corpus(tmp_path / "corpus")
-    with Recall.open(tmp_path / "embedded") as embedded:
-        embedded.ingest(files)
-        expected = answers(embedded)
+    files, expected, _ = embedded_expectation(tmp_path)
     first, second = worker_factory(), worker_factory()
     with Recall.connect(str(settings.broker), settings=settings) as recall:
         recall.ingest(files)

@@ -111,6 +111,17 @@ class _Pinned:
         return page
 
 
+def embedded_expectation(tmp_path: Path) -> tuple[list[Path], dict[str, Any], dict[str, Any]]:
+    """(corpus files, the embedded runtime's answers, its index digest): what another runtime
+    given the same files must reproduce."""
+    from streams.facade import Recall
+
+    files = contract_corpus(tmp_path / "corpus")
+    with Recall.open(tmp_path / "embedded") as embedded:
+        embedded.ingest(files)
+        return files, answers(embedded), embedded.index_digest()
+
+
 def check_expectations(result: dict[str, Any]) -> None:
     """What the contract promises, asserted on one runtime's answers."""
     values = list(result.values())
