@@ -74,7 +74,7 @@ def test_sessions_fold_to_documents_and_bad_records_to_dead_letters(
     # Topics exist before anyone produces: auto-creation would make 1-partition topics.
     run(ensure_topics(bootstrap, topics))
     started = time.monotonic()
-    worker = worker_factory()
+    worker = worker_factory(("fold",))
     good = session("s-a", 6) + session("s-b", 3)
     # A compaction: 3 surface events, then compaction/start, summary, the checkpoint, end.
     compacted = [(b"s-c", line(header("s-c"))),
@@ -152,7 +152,7 @@ def test_restart_recovers_fold_state_from_the_changelog(
     topics = Topics.of(settings)
     bootstrap = broker.bootstrap
     run(ensure_topics(bootstrap, topics))
-    first = worker_factory()
+    first = worker_factory(("fold",))  # this file tests the fold role alone
     wave1 = session("r-1", 5) + session("r-2", 4)
     run(produce(bootstrap, topics.events, wave1))
     docs = run(read_topic(bootstrap, topics.documents, expect=len(wave1), worker=first))
@@ -160,7 +160,7 @@ def test_restart_recovers_fold_state_from_the_changelog(
     time.sleep(1.0)  # let the changelog writes after the document acks reach the broker
     assert first.stop(signal.SIGTERM) == 0, first.log_tail()
 
-    second = worker_factory()
+    second = worker_factory(("fold",))
     # A fresh table would park these as "no header"; a recovered one takes seq 5 and 4, knows
     # seq 2 of r-1 (conflict) and sees the gap at r-2 seq 9.
     wave2 = [(b"r-1", line(assistant(5, "after restart"))),
