@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,8 +28,6 @@ BATCH_MAX = 500
 BATCH_WITHIN_S = 0.05
 #: Output producer linger: documents of one batch are sent together anyway.
 OUTPUT_LINGER_MS = 2
-#: How long a shutdown waits for an in-flight batch to finish its sends and table writes.
-BATCH_FINISH_S = 10.0
 
 
 class _TableView:
@@ -106,18 +103,7 @@ def register_fold_agent(app: faust.App, settings: Settings, topics: Topics) -> F
             # StreamT does not declare take_events; every concrete faust Stream has it.
             batches = stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
             async for batch in batches:
-                # take_events acks a batch when it is yielded, so once started a batch must
-                # finish: a shutdown landing between the document sends and the table write
-                # would commit the offsets and lose the fold state (seen: the next worker
-                # refused the session's next seq as a gap). Shield it and let it complete.
-                work = asyncio.ensure_future(fold_batch(producer, topics, table, processor,
-                                                        batch))
-                try:
-                    await asyncio.shield(work)
-                except asyncio.CancelledError:
-                    with contextlib.suppress(Exception):
-                        await asyncio.wait_for(work, BATCH_FINISH_S)
-                    raise
+                await fold_batch(producer, topics, table, processor, batch)
         finally:
             await producer.stop()
 
