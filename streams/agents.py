@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
 import faust
@@ -16,11 +16,13 @@ from streams.codec import (
     encode_dead_letter,
     encode_document,
 )
-from streams.kafka.foldstep import FoldProcessor, Overlay
+from streams.kafka.foldstep import FoldProcessor, Overlay, StateView
 from streams.kafka.table import PartitionedTable
 from streams.settings import Settings
 from streams.topics import FOLD_TABLE, Topics, bootstrap_servers
 
+#: Writes a partition's drained table records (in order); returns the send futures.
+TableWrite = Callable[[int, Iterable[tuple[str, bytes | None]]], Awaitable[list[Awaitable[Any]]]]
 #: Records per batch. A batch costs one table write per touched key and one wait for the
 #: document acks, so bigger batches amortise more when sessions are bursty.
 BATCH_MAX = 500
@@ -43,17 +45,25 @@ class _TableView:
 
 async def fold_batch(producer: AIOKafkaProducer, topics: Topics, table: PartitionedTable,
                      processor: FoldProcessor, events: Sequence[Any]) -> None:
-    """Fold a batch of events-topic records. Order of effects (at-least-once, no transactions):
+    """Fold a batch of faust events against the fold table (see `fold_messages`)."""
+    await fold_messages(producer, topics, _TableView(table), table.write, processor,
+                        [event.message for event in events])
+
+
+async def fold_messages(producer: AIOKafkaProducer, topics: Topics, view: StateView,
+                        write: TableWrite, processor: FoldProcessor,
+                        messages: Sequence[Any]) -> None:
+    """Fold a batch of events-topic records (anything with topic, partition, offset, key and
+    value). Order of effects (at-least-once, no transactions):
     1. fold every record against the table plus the batch's pending writes;
     2. produce documents and dead letters to the source record's partition, await their acks;
     3. only then write the table (changelog), meta records last.
     A crash before 3 replays the batch (its documents are re-sent; the indexer upserts); a crash
-    after 3 makes the redelivered records exact duplicates, whose documents are already acked."""
-    view = _TableView(table)
+    after 3 makes the redelivered records exact duplicates, whose documents are already acked.
+    The live agent and the reindex job (streams.kafka.rebuild) both fold through here."""
     overlays: dict[int, Overlay] = {}
     pending: list[Any] = []
-    for event in events:
-        msg = event.message
+    for msg in messages:
         overlay = overlays.get(msg.partition)
         if overlay is None:
             overlay = overlays[msg.partition] = Overlay(view)
@@ -74,7 +84,7 @@ async def fold_batch(producer: AIOKafkaProducer, topics: Topics, table: Partitio
     if pending:
         await asyncio.gather(*pending)
     for partition, overlay in overlays.items():
-        await table.write(partition, overlay.drain())
+        await write(partition, overlay.drain())
 
 
 def register_fold_agent(app: faust.App, settings: Settings, topics: Topics) -> FoldProcessor:

@@ -7,6 +7,7 @@ from typing import Any, Literal
 import faust
 
 from projections.errors import RecallError
+from streams.kafka.membership import instance_id
 from streams.settings import Settings
 from streams.topics import Topics
 
@@ -37,6 +38,9 @@ def faust_options(settings: Settings, *, flavor: BrokerFlavor = "kafka") -> dict
         # Standbys would double the changelog reads on a 2-core box; recovery replays instead.
         "table_standby_replicas": 0,
         "autodiscover": False,
+        # Static membership: a restarted worker takes its partitions back at once (see
+        # streams.kafka.membership; noida-db never expires a SIGKILLed dynamic member).
+        "consumer_group_instance_id": instance_id(settings, "fold"),
     }
     if flavor == "tansu":
         # tansu's ListOffsets returns a batch's base offset + 1, so faust stops changelog
@@ -45,7 +49,8 @@ def faust_options(settings: Settings, *, flavor: BrokerFlavor = "kafka") -> dict
     return options
 
 
-def build_app(settings: Settings, *, flavor: BrokerFlavor | None = None) -> faust.App:
+def build_app(settings: Settings, *, flavor: BrokerFlavor | None = None,
+              generation: int = 1) -> faust.App:
     """A fresh faust App with the fold agent registered; nothing connects until it is started."""
     from streams.agents import register_fold_agent
 
@@ -53,7 +58,7 @@ def build_app(settings: Settings, *, flavor: BrokerFlavor | None = None) -> faus
         raise RecallError("the Kafka runtime needs RECALL_BROKER (e.g. kafka://127.0.0.1:9092)",
                           code="STREAM_NO_BROKER")
     chosen: BrokerFlavor = flavor or getattr(settings, "broker_flavor", None) or "kafka"
-    topics = Topics.of(settings)
+    topics = Topics.of(settings, generation)
     app = faust.App(topics.fold_app_id, **faust_options(settings, flavor=chosen))
     # Exposed for the worker's stats line and for tests; faust Apps accept extra attributes.
     app.fold_processor = register_fold_agent(app, settings, topics)  # type: ignore[attr-defined]

@@ -73,6 +73,9 @@ class EmbeddedBackend:
     def reference(self) -> ReferenceService:
         return self._reference
 
+    def generation(self) -> str:
+        return self.runtime.generations.current().name
+
     def _append(self, session_id: str, events: Sequence[Mapping[str, Any]]) -> list[int]:
         stored = self.runtime.store.load(session_id)
         if stored is None:
@@ -148,6 +151,10 @@ class Recall:
     def index_digest(self) -> dict[str, Any]:
         """Layout-independent digest of the index contents: equal digests, equal indexes."""
         return dict(self.backend.call("index_digest", {}))
+
+    def index_generation(self) -> str:
+        """The name of the index generation answering queries (e.g. `gen-000002`)."""
+        return str(self.backend.call("index_generation", {})["generation"])
 
     # --- search (SPEC 3) ----------------------------------------------------------------------
 

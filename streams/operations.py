@@ -19,6 +19,8 @@ class Backend(Protocol):
 
     def reference(self) -> Any: ...
 
+    def generation(self) -> str: ...
+
 
 def _req(args: Mapping[str, Any], key: str) -> Any:
     if key not in args:
@@ -58,6 +60,7 @@ OPERATIONS: dict[str, Callable[[Backend, Mapping[str, Any]], Any]] = {
     "filter_sessions": lambda b, a: b.query().filter_sessions(_req(a, "filters"), now_ms=_now(a)),
     "filter_events": lambda b, a: b.query().filter_events(_session_id(a), _req(a, "filters")),
     "index_digest": lambda b, a: b.query().index_digest(),
+    "index_generation": lambda b, a: {"generation": b.generation()},
     "prepare_reference": lambda b, a: b.reference().prepare(dict(a)),
     "list_candidates": lambda b, a: b.reference().candidates(dict(a)),
 }

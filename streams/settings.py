@@ -57,5 +57,8 @@ class Settings(BaseSettings):
     request_timeout_s: float = Field(default=30.0, gt=0)
     #: RECALL_SESSION_TIMEOUT_S — Kafka consumer-group session timeout (≥ 6 on noida-db/Kafka).
     session_timeout_s: float = Field(default=6.0, gt=0)
+    #: RECALL_WORKER_ID — this worker's stable identity in consumer groups (static
+    #: membership); default: host name + a hash of RECALL_DATA_DIR.
+    worker_id: str | None = None
     #: RECALL_HEARTBEAT_S — Kafka consumer-group heartbeat interval.
     heartbeat_s: float = Field(default=1.0, gt=0)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from projections.errors import RecallError
@@ -33,14 +34,24 @@ class TopicSetupError(RecallError):
 
 @dataclass(frozen=True, slots=True)
 class Topics:
-    """Every topic name of one deployment, derived from the prefix."""
+    """Every topic name of one deployment, derived from the prefix and the index generation.
+
+    Events, dead letters, requests, replies and the control topic are the fleet's record of
+    fact and its wires: one of each. Everything derived from the events (the fold table and its
+    changelog, the documents topic, the index consumer group, its shard-request topic and the
+    shard files) belongs to one generation, so a replay or reindex builds the next generation
+    beside the live one. Generation 1 keeps the unsuffixed names."""
 
     prefix: str
     partitions: int
+    generation: int = 1
 
     @classmethod
-    def of(cls, settings: Settings) -> Topics:
-        return cls(settings.topic_prefix, settings.shards)
+    def of(cls, settings: Settings, generation: int = 1) -> Topics:
+        return cls(settings.topic_prefix, settings.shards, generation)
+
+    def _derived(self, name: str) -> str:
+        return name if self.generation == 1 else f"{name}.g{self.generation}"
 
     @property
     def events(self) -> str:
@@ -48,7 +59,21 @@ class Topics:
 
     @property
     def documents(self) -> str:
-        return f"{self.prefix}.documents"
+        return self._derived(f"{self.prefix}.documents")
+
+    @property
+    def shard_requests(self) -> str:
+        """Query coordinators → the owner of shard k (co-partitioned with the documents)."""
+        return self._derived(f"{self.prefix}.shard-requests")
+
+    @property
+    def index_group(self) -> str:
+        return self._derived(f"{self.prefix}.index")
+
+    def index_dir(self, data_dir: Path) -> Path:
+        """Where an index worker keeps this generation's shard files."""
+        return data_dir / ("kafka-index" if self.generation == 1
+                           else f"kafka-index-g{self.generation}")
 
     @property
     def requests(self) -> str:
@@ -65,7 +90,7 @@ class Topics:
     @property
     def fold_app_id(self) -> str:
         """The fold processor's faust app id, which is also its consumer group."""
-        return f"{self.prefix}.{FOLD_APP_SUFFIX}"
+        return self._derived(f"{self.prefix}.{FOLD_APP_SUFFIX}")
 
     @property
     def changelog(self) -> str:
@@ -82,7 +107,12 @@ class Topics:
             self.requests: dict(_EPHEMERAL),
             self.replies: dict(_EPHEMERAL),
             self.changelog: {"cleanup.policy": "compact"},
+            self.shard_requests: dict(_EPHEMERAL),
         }
+
+    def derived(self) -> list[str]:
+        """The topics of this generation alone (what retiring it deletes)."""
+        return [self.documents, self.changelog, self.shard_requests]
 
 
 def _topic_errors(response: Any) -> list[tuple[str, int, str]]:

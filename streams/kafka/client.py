@@ -19,6 +19,7 @@ from projections.logformat import Rejection, decompress, split_lines
 from streams.codec import DeadLetter, dead_letter_key, encode_dead_letter, encode_event_value
 from streams.ingest import IngestReport, iter_log_files
 from streams.kafka.query import run_sync
+from streams.kafka.rebuild import STALL_S
 from streams.kafka.rpc import Requester
 from streams.settings import Settings
 from streams.topics import Topics, bootstrap_servers, ensure_topics
@@ -139,11 +140,36 @@ class KafkaBackend:
     # --- jobs ---------------------------------------------------------------------------------
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-        raise RecallError("reindex and replay over Kafka are worker jobs",
-                          code="RECALL_UNSUPPORTED_HERE",
-                          hint="run them against a worker's data dir (embedded) for now")
+        """Build the next generation beside the live one, swap, and wait until the query
+        workers serve it (see streams.kafka.rebuild)."""
+        from streams.kafka import rebuild
 
-    replay = reindex
+        return self._job(rebuild.reindex, progress)
+
+    def replay(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        """Rebuild all derived state from the earliest offsets into a fresh generation."""
+        from streams.kafka import rebuild
+
+        return self._job(rebuild.replay, progress)
+
+    def _job(self, job: Callable[..., Any],
+             progress: Callable[[int, int], None] | None) -> dict[str, Any]:
+        # No deadline for the job itself: it raises STREAM_JOB_STALLED when the fleet stops
+        # making progress, and Ctrl-C interrupts it (a rerun resumes).
+        result: dict[str, Any] = asyncio.run_coroutine_threadsafe(
+            job(self.settings, progress), self.loop).result()
+        deadline = time.monotonic() + STALL_S
+        while True:  # the workers restart into the new generation; wait until they serve it
+            with contextlib.suppress(RecallError):
+                if self.call("index_generation", {})["generation"] == result["generation"]:
+                    break
+            if time.monotonic() > deadline:
+                raise RecallError(f"the query workers did not switch to {result['generation']}",
+                                  code="STREAM_JOB_STALLED",
+                                  hint="check that `recall worker` processes are running")
+            time.sleep(0.5)
+        result["removed"] = []
+        return {**result, **self.call("index_digest", {})}
 
     def close(self) -> None:
         if self._producer is not None:

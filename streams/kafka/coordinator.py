@@ -23,7 +23,8 @@ from streams.codec import (
     error_reply,
     ok_reply,
 )
-from streams.kafka.fleet import fleet_cursor_key, shard_requests_topic
+from streams.kafka.fleet import fleet_cursor_key
+from streams.kafka.membership import instance_id
 from streams.kafka.query import CoordinatorBackend, RemoteQuery, run_sync
 from streams.kafka.rpc import TIMEOUT, Requester, parse_reply_to
 from streams.operations import dispatch
@@ -39,11 +40,12 @@ CONCURRENCY = 8
 class QueryCoordinator:
     """The query role of `recall worker`."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, generation: int = 1) -> None:
         self.settings = settings
-        self.topics = Topics.of(settings)
+        # Requests scatter to the shard owners of the live generation only.
+        self.topics = Topics.of(settings, generation)
         self.bootstrap = bootstrap_servers(str(settings.broker))
-        self.shard_topic = shard_requests_topic(settings.topic_prefix)
+        self.shard_topic = self.topics.shard_requests
         self.producer: AIOKafkaProducer | None = None
         self.requester: Requester | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -63,9 +65,10 @@ class QueryCoordinator:
         consumer = AIOKafkaConsumer(
             self.topics.requests, bootstrap_servers=self.bootstrap,
             group_id=f"{self.settings.topic_prefix}.query", auto_offset_reset="latest",
+            group_instance_id=instance_id(self.settings, "query"),
             # No commits: a request is worth answering only now, and a commit failing during a
-            # rebalance makes aiokafka rejoin under a new member id, which noida-db never
-            # expires (the group then waits for a ghost leader). Callers re-send on timeout.
+            # rebalance makes aiokafka rejoin under a new member id (static membership fences
+            # the old one). Callers re-send on timeout.
             enable_auto_commit=False, fetch_max_wait_ms=20,
             session_timeout_ms=int(self.settings.session_timeout_s * 1000),
             heartbeat_interval_ms=int(self.settings.heartbeat_s * 1000))
@@ -128,7 +131,8 @@ class QueryCoordinator:
     def _handle(self, op: str, args: Mapping[str, Any], deadline: float) -> Any:
         self._local.deadline = deadline
         assert self.remote is not None
-        return dispatch(CoordinatorBackend(self.remote, self._append), op, args)
+        return dispatch(CoordinatorBackend(self.remote, self._append,
+                                           f"gen-{self.topics.generation:06d}"), op, args)
 
     def _remaining(self) -> float:
         deadline = getattr(self._local, "deadline", time.time() + self.settings.request_timeout_s)

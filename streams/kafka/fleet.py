@@ -1,51 +1,55 @@
-"""Transport: fleet-wide facts kept in the `<p>.control` topic (first record wins).
+"""Transport: fleet-wide facts kept in the `<p>.control` topic.
 
-Query workers must accept each other's cursors, so they sign them with one key. The first
-worker that finds no key produces one; everybody (that one included) then uses the *first* key
-record in the topic, so two workers racing at start-up still agree.
+- The cursor key (first record wins). Query workers must accept each other's cursors, so they
+  sign them with one key. The first worker that finds no key produces one; everybody (that one
+  included) then uses the *first* key record in the topic, so two workers racing at start-up
+  still agree.
+- The generation lineup (last record wins): which index generation is live, which one a
+  reindex is building, and when older ones were retired. Every worker obeys it: it serves and
+  maintains the live generation, index workers also build the building one, and a change of
+  the live generation makes each worker restart itself into the new one.
 """
 
 from __future__ import annotations
 
 import contextlib
 import secrets
+from dataclasses import dataclass
 
+import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 CURSOR_KEY = b"cursor-key"
+LINEUP_KEY = b"generations"
 
 
 def control_topic(prefix: str) -> str:
     return f"{prefix}.control"
 
 
-def shard_requests_topic(prefix: str) -> str:
-    return f"{prefix}.shard-requests"
-
-
-async def ensure_fleet_topics(bootstrap: str, prefix: str, partitions: int) -> None:
-    """Create `<p>.control` (1 partition, compacted) and `<p>.shard-requests` (N partitions)."""
+async def ensure_fleet_topics(bootstrap: str, prefix: str) -> None:
+    """Create `<p>.control` (1 partition, kept forever)."""
     admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
     await admin.start()
     try:
-        existing = set(await admin.list_topics())
-        # Not compacted: compaction keeps the *last* record of a key, and the first must win.
-        wanted = [NewTopic(control_topic(prefix), 1, 1, topic_configs={"retention.ms": "-1"}),
-                  NewTopic(shard_requests_topic(prefix), partitions, 1,
-                           topic_configs={"retention.ms": str(3_600_000)})]
-        missing = [t for t in wanted if t.name not in existing]
-        if missing:
+        if control_topic(prefix) not in set(await admin.list_topics()):
+            # Not compacted: compaction keeps the *last* record of a key, and the first cursor
+            # key must win.
             with contextlib.suppress(Exception):  # a racing worker created it: fine
-                await admin.create_topics(missing)
+                await admin.create_topics([NewTopic(control_topic(prefix), 1, 1,
+                                                    topic_configs={"retention.ms": "-1"})])
     finally:
         await admin.close()
 
 
-async def _first_key(bootstrap: str, topic: str) -> bytes | None:
+async def _control_records(bootstrap: str, topic: str, key: bytes, *,
+                           first: bool) -> bytes | None:
+    """The first (or last) value of `key` in the control topic, reading it to its end."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
                                 enable_auto_commit=False, fetch_max_wait_ms=50)
     await consumer.start()
+    found: bytes | None = None
     try:
         tp = TopicPartition(topic, 0)
         consumer.assign([tp])
@@ -54,11 +58,17 @@ async def _first_key(bootstrap: str, topic: str) -> bytes | None:
         while await consumer.position(tp) < end:
             batch = await consumer.getmany(tp, timeout_ms=1000)
             for record in batch.get(tp, []):
-                if record.key == CURSOR_KEY and record.value:
-                    return bytes(record.value)
-        return None
+                if record.key == key and record.value:
+                    found = bytes(record.value)
+                    if first:
+                        return found
+        return found
     finally:
         await consumer.stop()
+
+
+async def _first_key(bootstrap: str, topic: str) -> bytes | None:
+    return await _control_records(bootstrap, topic, CURSOR_KEY, first=True)
 
 
 async def fleet_cursor_key(bootstrap: str, prefix: str) -> bytes:
@@ -76,3 +86,47 @@ async def fleet_cursor_key(bootstrap: str, prefix: str) -> bytes:
     key = await _first_key(bootstrap, topic)
     assert key is not None
     return key
+
+
+@dataclass(frozen=True, slots=True)
+class Lineup:
+    """The fleet's index generations: `live` serves queries; `building` is being built by a
+    reindex (index workers consume its documents topic too); `replaying` marks a live
+    generation that a replay is still rebuilding; `retired` maps old generations to when they
+    stopped serving (their topics and shard files are deleted after the retention window)."""
+
+    live: int = 1
+    building: int | None = None
+    replaying: bool = False
+    retired: tuple[tuple[int, int], ...] = ()
+
+    def newest(self) -> int:
+        return max([self.live, self.building or 0, *(g for g, _ in self.retired)])
+
+    def to_json(self) -> bytes:
+        return orjson.dumps({"live": self.live, "building": self.building,
+                             "replaying": self.replaying,
+                             "retired": [[g, at] for g, at in self.retired]})
+
+    @classmethod
+    def from_json(cls, raw: bytes) -> Lineup:
+        data = orjson.loads(raw)
+        return cls(live=int(data["live"]), building=data.get("building"),
+                   replaying=bool(data.get("replaying")),
+                   retired=tuple((int(g), int(at)) for g, at in data.get("retired", [])))
+
+
+async def read_lineup(bootstrap: str, prefix: str) -> Lineup:
+    """The latest lineup; generation 1 alone when none was ever published."""
+    raw = await _control_records(bootstrap, control_topic(prefix), LINEUP_KEY, first=False)
+    return Lineup.from_json(raw) if raw else Lineup()
+
+
+async def publish_lineup(bootstrap: str, prefix: str, lineup: Lineup) -> None:
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    await producer.start()
+    try:
+        await producer.send_and_wait(control_topic(prefix), lineup.to_json(), key=LINEUP_KEY,
+                                     partition=0)
+    finally:
+        await producer.stop()

@@ -27,11 +27,12 @@ from streams.codec import (
     error_reply,
     ok_reply,
 )
-from streams.kafka.fleet import ensure_fleet_topics, fleet_cursor_key, shard_requests_topic
+from streams.kafka.fleet import ensure_fleet_topics, fleet_cursor_key
+from streams.kafka.membership import instance_id
 from streams.kafka.query import answer_shard_request
 from streams.kafka.rpc import parse_reply_to
 from streams.settings import Settings
-from streams.topics import Topics, bootstrap_servers
+from streams.topics import Topics, bootstrap_servers, ensure_topics
 
 log = logging.getLogger("recall.indexing")
 
@@ -83,18 +84,19 @@ class DocumentIndexer:
     query coordinators' requests for shard k."""
 
     def __init__(self, settings: Settings, shards: ShardSet, *, group_id: str | None = None,
-                 fetch_max_wait_ms: int = 100) -> None:
+                 fetch_max_wait_ms: int = 100, generation: int = 1) -> None:
         if not settings.broker:
             raise ValueError("the index consumer needs RECALL_BROKER")
         if len(shards.shards) != settings.shards:
             raise ValueError(f"the index has {len(shards.shards)} shards; RECALL_SHARDS is "
                              f"{settings.shards}: shard k must follow partition k")
-        self.topics = Topics.of(settings)
+        self.topics = Topics.of(settings, generation)
         self.shards = shards
         self.stats: Counter[str] = Counter()
         bootstrap = bootstrap_servers(settings.broker)
         self.consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap, group_id=group_id or f"{settings.topic_prefix}.index",
+            bootstrap_servers=bootstrap, group_id=group_id or self.topics.index_group,
+            group_instance_id=instance_id(settings, f"index.g{generation}"),
             enable_auto_commit=False, auto_offset_reset="earliest",
             session_timeout_ms=int(settings.session_timeout_s * 1000),
             heartbeat_interval_ms=int(settings.heartbeat_s * 1000),
@@ -104,12 +106,14 @@ class DocumentIndexer:
         self.producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
         self.settings = settings
         self.bootstrap = bootstrap
-        self.shard_topic = shard_requests_topic(settings.topic_prefix)
+        self.shard_topic = self.topics.shard_requests
         self.query: QueryService | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
         """Index until `stop` is set."""
-        await ensure_fleet_topics(self.bootstrap, self.settings.topic_prefix, self.settings.shards)
+        await ensure_fleet_topics(self.bootstrap, self.settings.topic_prefix)
+        await ensure_topics(self.bootstrap, self.topics,
+                            names=[self.topics.documents, self.topics.shard_requests])
         # Cursors must verify on any owner: sign with the fleet's key, not a local one.
         self.shards.key = await fleet_cursor_key(self.bootstrap, self.settings.topic_prefix)
         self.query = QueryService(self.shards)

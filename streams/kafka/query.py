@@ -46,6 +46,10 @@ class _Local:
         raise SessionQueryError("references are prepared by coordinators",
                                 code="RECALL_UNKNOWN_OPERATION")
 
+    def generation(self) -> str:
+        raise SessionQueryError("the generation is answered by coordinators",
+                                code="RECALL_UNKNOWN_OPERATION")
+
 
 def answer_shard_request(shards: ShardSet, query: QueryService, op: str,
                          args: Mapping[str, Any]) -> Any:
@@ -151,8 +155,10 @@ class CoordinatorBackend:
     producing to `<p>.events`."""
 
     def __init__(self, remote: RemoteQuery,
-                 append: Callable[[str, Sequence[Mapping[str, Any]]], list[int]]) -> None:
+                 append: Callable[[str, Sequence[Mapping[str, Any]]], list[int]],
+                 generation: str = "gen-000001") -> None:
         self._query = remote
+        self._generation = generation
         settings = remote.settings
         self._reference = ReferenceService(
             remote, append, max_references=settings.max_references,
@@ -164,6 +170,10 @@ class CoordinatorBackend:
 
     def reference(self) -> ReferenceService:
         return self._reference
+
+    def generation(self) -> str:
+        """The live generation this coordinator scatters to."""
+        return self._generation
 
 
 def run_sync(loop: asyncio.AbstractEventLoop, coro: Any, timeout: float) -> Any:

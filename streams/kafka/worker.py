@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
 import signal
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -15,8 +17,10 @@ from indexer import ShardSet
 from streams.app import build_app
 from streams.embedded import index_config
 from streams.kafka.coordinator import QueryCoordinator
-from streams.kafka.fleet import ensure_fleet_topics
+from streams.kafka.fleet import ensure_fleet_topics, read_lineup
 from streams.kafka.indexing import DocumentIndexer
+from streams.kafka.lineup import LineupWatcher
+from streams.kafka.membership import leave_groups_on_stop
 from streams.settings import Settings
 from streams.topics import Topics, bootstrap_servers, ensure_topics
 
@@ -27,42 +31,58 @@ ROLES = ("fold", "index", "query")
 STATS_EVERY_S = 5.0
 
 
-async def _services(settings: Settings, roles: Sequence[str]) -> list[Any]:
+async def _services(settings: Settings, roles: Sequence[str], live: int) -> list[Any]:
     """Built inside the loop: aiokafka clients bind to the loop that creates them."""
     services: list[Any] = []
     if "index" in roles:
-        # Shard k of this worker follows partition k; the files are this worker's own.
-        shards = ShardSet(settings.data_dir / "kafka-index", index_config(settings),
-                          key_dir=settings.data_dir / "kafka-index")
-        services.append(DocumentIndexer(settings, shards))
+        services.append(live_indexer(settings, live))
     if "query" in roles:
-        services.append(QueryCoordinator(settings))
+        services.append(QueryCoordinator(settings, live))
     return services
+
+
+def live_indexer(settings: Settings, generation: int) -> DocumentIndexer:
+    """Shard k of this worker follows partition k of the generation's documents topic; the
+    files are this worker's own."""
+    root = Topics.of(settings, generation).index_dir(settings.data_dir)
+    return DocumentIndexer(settings, ShardSet(root, index_config(settings), key_dir=root),
+                           generation=generation)
 
 
 def run_worker(settings: Settings, roles: Sequence[str], *, loglevel: str = "warning") -> None:
     """Run until SIGTERM/SIGINT. Topics are created first (a broker would otherwise
-    auto-create them with one partition)."""
+    auto-create them with one partition). The worker serves the live generation of the fleet's
+    lineup; when a reindex or replay makes another generation live, it restarts itself into
+    that one (a faust app's consumer group and changelog are fixed when it is built)."""
     if not settings.broker:
         raise SystemExit("RECALL_BROKER is not set (e.g. kafka://127.0.0.1:9092)")
     logging.basicConfig(level=loglevel.upper())
+    leave_groups_on_stop()
     (settings.data_dir / "faust").mkdir(parents=True, exist_ok=True)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     bootstrap = bootstrap_servers(settings.broker)
-    loop.run_until_complete(ensure_topics(bootstrap, Topics.of(settings)))
-    loop.run_until_complete(ensure_fleet_topics(bootstrap, settings.topic_prefix,
-                                                settings.shards))
-    services = loop.run_until_complete(_services(settings, roles))
+    loop.run_until_complete(ensure_fleet_topics(bootstrap, settings.topic_prefix))
+    lineup = loop.run_until_complete(read_lineup(bootstrap, settings.topic_prefix))
+    live = lineup.live
+    loop.run_until_complete(ensure_topics(bootstrap, Topics.of(settings, live)))
+    services = loop.run_until_complete(_services(settings, roles, live))
+    watcher = LineupWatcher(settings, roles, lineup)
+    services.append(watcher)
     stop = asyncio.Event()
     if "fold" not in roles:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        watcher.on_live_change = stop.set
         loop.run_until_complete(asyncio.gather(*(s.run(stop) for s in services)))
+        loop.close()
+        _restart_if(watcher)
         return
-    app = build_app(settings)
+    app = build_app(settings, generation=live)
     processor = app.fold_processor  # type: ignore[attr-defined]
     last: dict[str, int] = {}
+    # faust stops cleanly on SIGTERM; the restart happens once it has.
+    watcher.on_live_change = lambda: os.kill(os.getpid(), signal.SIGTERM)
 
     @app.timer(STATS_EVERY_S)  # type: ignore[untyped-decorator]
     async def report_stats() -> None:
@@ -71,20 +91,29 @@ def run_worker(settings: Settings, roles: Sequence[str], *, loglevel: str = "war
             last = dict(processor.stats)
             log.warning("fold stats %s", last)
 
-    if services:
-        @app.task  # type: ignore[untyped-decorator]
-        async def other_roles() -> None:
-            # Cancelled at shutdown: each service's `finally` stops its consumer cleanly.
-            try:
-                await asyncio.gather(*(s.run(stop) for s in services))
-            finally:
-                stop.set()
+    @app.task  # type: ignore[untyped-decorator]
+    async def other_roles() -> None:
+        # Cancelled at shutdown: each service's `finally` stops its consumer cleanly.
+        try:
+            await asyncio.gather(*(s.run(stop) for s in services))
+        finally:
+            stop.set()
 
     worker = faust.Worker(app, loglevel=loglevel, loop=loop)
     # faust's terminal spinner turns the root logger to DEBUG, so every aiokafka debug call
     # builds a record that is then dropped: ~11 % of a worker's CPU, measured (bench/pipeline).
     worker.spinner = None
-    worker.execute_from_commandline()
+    try:
+        worker.execute_from_commandline()
+    except SystemExit:
+        _restart_if(watcher)
+        raise
+
+
+def _restart_if(watcher: LineupWatcher) -> None:
+    if watcher.restart:
+        log.warning("generation %s is live now: restarting into it", watcher.lineup.live)
+        os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -82,7 +83,15 @@ class WorkerProcess:
 
     process: subprocess.Popen[bytes]
     log_path: Path
+    command: list[str] = field(default_factory=list)
+    env: dict[str, str] = field(default_factory=dict)
     started: float = field(default_factory=time.monotonic)
+
+    def respawn(self) -> None:
+        """Start the same worker again (same data dir and worker id) after it died."""
+        assert self.process.poll() is not None, "respawn only a dead worker"
+        self.process = _spawn(self.command, self.env, self.log_path)
+        self.started = time.monotonic()
 
     def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 20.0) -> int:
         if self.process.poll() is None:
@@ -108,11 +117,42 @@ def worker_env(broker: Broker, settings_env: dict[str, Any]) -> dict[str, str]:
 def start_worker(broker: Broker, settings_env: dict[str, Any], log_path: Path,
                  roles: tuple[str, ...] = ()) -> WorkerProcess:
     role_args = [arg for role in roles for arg in ("--role", role)]
+    command = [sys.executable, "-m", "streams.kafka.worker", "--broker-flavor", broker.flavor,
+               "--loglevel", os.environ.get("RECALL_TEST_WORKER_LOGLEVEL", "warning"), *role_args]
+    env = worker_env(broker, settings_env)
+    return WorkerProcess(_spawn(command, env, log_path), log_path, command, env)
+
+
+def _spawn(command: list[str], env: dict[str, str], log_path: Path) -> subprocess.Popen[bytes]:
     with log_path.open("ab") as log:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "streams.kafka.worker", "--broker-flavor", broker.flavor,
-             "--loglevel", os.environ.get("RECALL_TEST_WORKER_LOGLEVEL", "warning"),
-             *role_args],
-            cwd=REPO, env=worker_env(broker, settings_env), stdout=log,
-            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-    return WorkerProcess(process, log_path)
+        return subprocess.Popen(command, cwd=REPO, env=env, stdout=log,
+                                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+
+
+async def _send_in_order(producer: Any, topic: str,
+                         records: Iterable[tuple[str, dict[str, Any]]]) -> None:
+    from streams.codec import encode_event_value
+
+    futures = [await producer.send(topic, encode_event_value(line), key=sid.encode("utf-8"))
+               for sid, line in records]
+    await asyncio.gather(*futures)
+
+
+def publish(recall: Any, records: Iterable[tuple[str, dict[str, Any]]]) -> None:
+    """Produce (session id, header-or-event line) pairs to the events topic through the Kafka
+    client's producer, in order, keyed by session id (as `recall ingest` does)."""
+    from streams.kafka.query import run_sync
+
+    backend = recall.backend
+    run_sync(backend.loop, _send_in_order(backend._producer_started(), backend.topics.events,
+                                          list(records)), 60)
+
+
+def indexed_shards(data: Path) -> set[int]:
+    """The shards of a worker's data dir that hold at least one session."""
+    owned = set()
+    for path in sorted((data / "kafka-index").glob("shard-*.sqlite")):
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
+            if conn.execute("SELECT count(*) FROM sessions").fetchone()[0]:
+                owned.add(int(path.stem.split("-")[1]))
+    return owned

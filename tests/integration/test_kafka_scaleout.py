@@ -4,7 +4,6 @@ stops, its partitions move and the new owner rebuilds the shards from `<p>.docum
 from __future__ import annotations
 
 import signal
-import sqlite3
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,7 +14,7 @@ from factories import header, user
 
 from streams.facade import Recall
 from streams.settings import Settings
-from tests.integration.kafkaio import WorkerProcess
+from tests.integration.kafkaio import WorkerProcess, indexed_shards, publish
 from tests.integration.test_kafka_contract import expected_counts, wait_indexed
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
@@ -34,7 +33,7 @@ def test_two_workers_split_partitions_and_survive_one_leaving(
         wait_indexed(recall, expected_counts(files), first)
         assert orjson.dumps(answers(recall)) == orjson.dumps(expected)
         # each worker indexed only its own partitions: the shards are split between them
-        owned = [_indexed_shards(tmp_path / f"data-{n}") for n in (0, 1)]
+        owned = [indexed_shards(tmp_path / f"data-{n}") for n in (0, 1)]
         # (a partition can move while the second worker joins, so the two may overlap)
         assert owned[0] and owned[1] and owned[0] != owned[1], owned
         # one worker leaves; the other takes its partitions over and rebuilds those shards
@@ -54,34 +53,9 @@ def test_two_workers_split_partitions_and_survive_one_leaving(
         # every existing session takes one more event: the new owner of each moved partition
         # recovered the fold state from the changelog, or the seq would be refused
         counts = expected_counts(files)
-        _publish_events(recall, {sid: user(n, f"quokka {sid}") for sid, n in counts.items()})
+        publish(recall, [(sid, user(n, f"quokka {sid}")) for sid, n in counts.items()])
         wait_indexed(recall, {**{sid: n + 1 for sid, n in counts.items()}, "late-session": 1},
                      first, 120)
         assert len(recall.search_sessions("quokka", limit=100)["items"]) == len(counts)
         # the remaining worker now holds every shard, the moved ones rebuilt from documents
-        assert _indexed_shards(tmp_path / "data-0") == owned[0] | owned[1]
-
-
-def _publish_events(recall: Recall, events: dict[str, dict[str, object]]) -> None:
-    """Produce one event per session straight to the events topic, keyed by session id."""
-    from streams.codec import encode_event_value
-    from streams.kafka.query import run_sync
-
-    backend = recall.backend
-    producer = backend._producer_started()
-
-    async def send() -> None:
-        for sid, event in events.items():
-            await producer.send_and_wait(backend.topics.events, encode_event_value(event),
-                                         key=sid.encode("utf-8"))
-
-    run_sync(backend.loop, send(), 30)
-
-
-def _indexed_shards(data: Path) -> set[int]:
-    owned = set()
-    for path in sorted((data / "kafka-index").glob("shard-*.sqlite")):
-        with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
-            if conn.execute("SELECT count(*) FROM sessions").fetchone()[0]:
-                owned.add(int(path.stem.split("-")[1]))
-    return owned
+        assert indexed_shards(tmp_path / "data-0") == owned[0] | owned[1]

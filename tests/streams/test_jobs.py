@@ -10,24 +10,14 @@ import sys
 import time
 from pathlib import Path
 
-import orjson
 import pytest
-from factories import assistant, header, user
+from factories import fleet, write_fleet
 
 from streams.facade import Recall
 
 
 def _fleet(directory: Path, sessions: int, events: int) -> list[Path]:
-    directory.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for s in range(sessions):
-        lines = [header(f"fleet-{s:03d}", cwd=f"/w/{s % 3}", created_at=1_700_000_000_000 + s)]
-        lines += [(user if i % 2 == 0 else assistant)(i, f"fleet {s} event {i} needle{i % 7}")
-                  for i in range(events)]
-        path = directory / f"s{s:03d}.jsonl"
-        path.write_bytes(b"\n".join(orjson.dumps(x) for x in lines) + b"\n")
-        paths.append(path)
-    return paths
+    return write_fleet(directory, fleet(sessions, events))
 
 
 def test_reindex_swaps_generations_keeps_digest_and_stales_old_cursors(tmp_path: Path,

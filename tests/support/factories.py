@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
+
+import orjson
 
 
 def header(session_id: str = "s1", created_at: int = 1_700_000_000_000, **extra: Any) -> dict[str, Any]:
@@ -74,3 +77,26 @@ def checkpoint(seq: int, text: str, start: int, end: int, cited: list[int]) -> d
     """A compact checkpoint: the replacement user/message of SPEC 1.3."""
     return user(seq, text, op=replace(start, end), cited=cited, kind="plugin", plugin="compact",
                 compactionId="c1")
+
+
+def fleet(sessions: int, events: int, *, prefix: str = "fleet") -> dict[str, list[dict[str, Any]]]:
+    """A generated fleet: session id → [header, event 0, …] with shared and unique words."""
+    out = {}
+    for s in range(sessions):
+        sid = f"{prefix}-{s:03d}"
+        lines = [header(sid, cwd=f"/w/{s % 3}", created_at=1_700_000_000_000 + s)]
+        lines += [(user if i % 2 == 0 else assistant)(i, f"fleet {s} event {i} needle{i % 7}")
+                  for i in range(events)]
+        out[sid] = lines
+    return out
+
+
+def write_fleet(directory: Path, logs: dict[str, list[dict[str, Any]]]) -> list[Path]:
+    """One JSONL file per session of `fleet(...)`."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for n, lines in enumerate(logs.values()):
+        path = directory / f"s{n:03d}.jsonl"
+        path.write_bytes(b"\n".join(orjson.dumps(x) for x in lines) + b"\n")
+        paths.append(path)
+    return paths

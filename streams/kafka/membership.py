@@ -1,0 +1,58 @@
+"""Transport: consumer-group identity of a worker — static membership and leaving on a clean stop.
+
+Measured on noida-db 0.2.3 (ENGINE notes, tests/integration): a group member that dies without a
+LeaveGroup is never expired, so a SIGKILLed worker would hold its partitions forever. With
+static membership (KIP-345, `group.instance.id`) the restarted worker rejoins under the same
+instance id and takes its partitions back at once, on any Kafka-protocol broker. Kafka clients
+skip LeaveGroup for static members (they expect to come back); our workers leave on a clean stop
+so a scale-in hands partitions over immediately instead of after a session timeout.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import socket
+from typing import Any
+
+from aiokafka.consumer import group_coordinator
+from aiokafka.errors import KafkaError
+from aiokafka.protocol.group import LeaveGroupRequest
+
+from streams.settings import Settings
+
+log = logging.getLogger("recall.membership")
+
+
+def worker_id(settings: Settings) -> str:
+    """RECALL_WORKER_ID, else host name + a hash of the data dir: stable across restarts of the
+    same worker, distinct for two workers on one host (they must not share a data dir)."""
+    if settings.worker_id:
+        return settings.worker_id
+    where = str(settings.data_dir.expanduser().resolve()).encode()
+    return f"{socket.gethostname()}-{hashlib.blake2b(where, digest_size=5).hexdigest()}"
+
+
+def instance_id(settings: Settings, role: str) -> str | None:
+    """The `group.instance.id` of this worker in one role's group; None (dynamic membership)
+    on tansu, which expires dead members by session timeout and has no static membership."""
+    if settings.broker_flavor == "tansu":
+        return None
+    return f"{worker_id(settings)}.{role}"
+
+
+async def _leave_group(self: Any) -> None:
+    # aiokafka's own version returns early for static members; this one always leaves.
+    if self.generation > 0:
+        try:
+            await self._send_req(LeaveGroupRequest(self.group_id, self.member_id))
+        except KafkaError as exc:
+            log.info("LeaveGroup failed (the group will rebalance when the member is fenced): "
+                     "%s", exc)
+    self.reset_generation()
+
+
+def leave_groups_on_stop() -> None:
+    """Make every consumer of this process send LeaveGroup on stop, static members included.
+    Process-wide on purpose: workers are the only users, and faust builds its consumer itself."""
+    group_coordinator.GroupCoordinator._maybe_leave_group = _leave_group

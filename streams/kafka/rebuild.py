@@ -1,0 +1,260 @@
+"""Transport: the fleet's replay and reindex jobs — a new index generation from `<p>.events`.
+
+reindex (blue/green): the lineup names generation n+1 `building`; this job folds every event
+  from the start into n+1's documents topic and fold changelog (committing n+1's fold-group
+  offsets after each batch's writes are acked, so a killed job resumes where it stopped); index
+  workers index those documents into n+1's shard files beside the live ones; once they have
+  caught up, the lineup makes n+1 live and every worker restarts into it (its faust fold
+  recovers n+1's changelog and continues from the job's offsets). Queries are answered from n
+  until the swap; n's cursors are STALE after it.
+replay (in place): the lineup makes a fresh generation live at once: the fleet's own fold
+  processors start over from the earliest offsets (a new consumer group is a rewound one) and
+  the index workers rebuild every shard; this job follows their progress to the end.
+Both are resumable: run the command again and it continues the generation in progress.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import replace
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.structs import OffsetAndMetadata
+
+from projections.errors import RecallError
+from streams.agents import fold_messages
+from streams.kafka.fleet import Lineup, ensure_fleet_topics, publish_lineup, read_lineup
+from streams.kafka.foldstep import FoldProcessor
+from streams.settings import Settings
+from streams.topics import Topics, bootstrap_servers, ensure_topics
+
+Progress = Callable[[int, int], None]
+#: Records folded per batch by the reindex job (one changelog write per session per batch).
+BATCH_MAX = 5000
+#: A job gives up when its fleet makes no progress for this long (no index worker running?).
+STALL_S = 120.0
+
+
+class JobStalled(RecallError):
+    """The fleet stopped making progress on a replay or reindex.
+
+    Operator action: start (or restart) `recall worker` processes with the index and fold
+    roles, then run the same command again; it resumes the generation in progress."""
+
+    code = "STREAM_JOB_STALLED"
+
+
+def generation_name(generation: int) -> str:
+    """The same names as the embedded runtime's generation directories."""
+    return f"gen-{generation:06d}"
+
+
+async def _read_table(bootstrap: str, topics: Topics) -> dict[str, bytes]:
+    """The fold table of a generation, read back from its changelog (to resume a build)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+                                enable_auto_commit=False, fetch_max_wait_ms=50)
+    await consumer.start()
+    table: dict[str, bytes] = {}
+    try:
+        tps = [TopicPartition(topics.changelog, p) for p in range(topics.partitions)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        ends = await consumer.end_offsets(tps)
+        while await _behind(consumer, ends):
+            for messages in (await consumer.getmany(timeout_ms=500)).values():
+                for msg in messages:
+                    key = bytes(msg.key or b"").decode("utf-8")
+                    if msg.value is None:
+                        table.pop(key, None)
+                    else:
+                        table[key] = bytes(msg.value)
+        return table
+    finally:
+        await consumer.stop()
+
+
+async def _positions(consumer: AIOKafkaConsumer, tps: list[TopicPartition]) -> dict[Any, int]:
+    return {tp: await consumer.position(tp) for tp in tps}
+
+
+async def _behind(consumer: AIOKafkaConsumer, ends: dict[Any, int]) -> bool:
+    positions = await _positions(consumer, list(ends))
+    return any(positions[tp] < end for tp, end in ends.items())
+
+
+class _ChangelogTable:
+    """The job's fold table: a dict, each write also sent to the changelog partition."""
+
+    def __init__(self, producer: AIOKafkaProducer, topic: str, data: dict[str, bytes]) -> None:
+        self.producer, self.topic, self.data = producer, topic, data
+
+    def get(self, key: str, default: None = None) -> bytes | None:
+        return self.data.get(key)
+
+    async def write(self, partition: int,
+                    records: Iterable[tuple[str, bytes | None]]) -> list[Any]:
+        futures = []
+        for key, value in records:
+            futures.append(await self.producer.send(self.topic, value, key=key.encode("utf-8"),
+                                                    partition=partition))
+            if value is None:
+                self.data.pop(key, None)
+            else:
+                self.data[key] = value
+        return futures
+
+
+async def fold_generation(settings: Settings, generation: int,
+                          progress: Progress | None = None) -> int:
+    """Fold `<p>.events` from the generation's committed offsets (the start, first time) to
+    its end into the generation's documents topic and changelog; returns records folded."""
+    bootstrap = bootstrap_servers(str(settings.broker))
+    topics = Topics.of(settings, generation)
+    table = _ChangelogTable(AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all",
+                                             linger_ms=5), topics.changelog,
+                            await _read_table(bootstrap, topics))
+    processor = FoldProcessor(max_event_bytes=settings.max_event_bytes)
+    # The faust fold of this generation will continue from these offsets after the swap.
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=topics.fold_app_id,
+                                enable_auto_commit=False, auto_offset_reset="earliest",
+                                fetch_max_wait_ms=50, max_partition_fetch_bytes=8 << 20)
+    await table.producer.start()
+    await consumer.start()
+    folded = 0
+    try:
+        tps = [TopicPartition(topics.events, p) for p in range(topics.partitions)]
+        consumer.assign(tps)
+        for tp in tps:
+            committed = await consumer.committed(tp)
+            if committed is None:
+                await consumer.seek_to_beginning(tp)
+            else:
+                consumer.seek(tp, committed)
+        starts = await _positions(consumer, tps)
+        ends = await consumer.end_offsets(tps)
+        while True:
+            total = sum(max(0, ends[tp] - starts[tp]) for tp in tps)
+            if not await _behind(consumer, ends):
+                later = await consumer.end_offsets(tps)
+                if later == ends:
+                    break
+                ends = later  # events kept arriving: chase them
+                continue
+            batches = await consumer.getmany(timeout_ms=500, max_records=BATCH_MAX)
+            messages = [m for tp in sorted(batches) for m in batches[tp]]
+            if not messages:
+                continue
+            await fold_messages(table.producer, topics, table, table.write, processor, messages)
+            await table.producer.flush()
+            await consumer.commit({tp: OffsetAndMetadata(batch[-1].offset + 1, "")
+                                   for tp, batch in batches.items()})
+            folded += len(messages)
+            if progress is not None:
+                positions = await _positions(consumer, tps)
+                progress(min(total, sum(positions[tp] - starts[tp] for tp in tps)), total)
+        return folded
+    finally:
+        await consumer.stop()
+        await table.producer.stop()
+
+
+async def committed_offsets(bootstrap: str, group: str, tps: list[TopicPartition]) -> dict[Any, int]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
+                                enable_auto_commit=False)
+    await consumer.start()
+    try:
+        return {tp: (await consumer.committed(tp)) or 0 for tp in tps}
+    finally:
+        await consumer.stop()
+
+
+async def _end_offsets(bootstrap: str, tps: list[TopicPartition]) -> dict[Any, int]:
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
+    await consumer.start()
+    try:
+        return dict(await consumer.end_offsets(tps))
+    finally:
+        await consumer.stop()
+
+
+async def wait_caught_up(bootstrap: str, group: str, topic: str, partitions: int,
+                         progress: Progress | None = None, *, poll_s: float = 0.5,
+                         what: str = "") -> int:
+    """Until `group` has committed the end of `topic` (as of now, then as of each look);
+    returns the records it consumed. Raises JobStalled after STALL_S without progress."""
+    tps = [TopicPartition(topic, p) for p in range(partitions)]
+    ends = await _end_offsets(bootstrap, tps)
+    total = sum(ends.values())
+    last, last_change = -1, time.monotonic()
+    while True:
+        committed = await committed_offsets(bootstrap, group, tps)
+        done = sum(min(committed[tp], ends[tp]) for tp in tps)
+        if progress is not None:
+            progress(done, total)
+        if done >= total:
+            return total
+        if done != last:
+            last, last_change = done, time.monotonic()
+        elif time.monotonic() - last_change > STALL_S:
+            raise JobStalled(f"{what or group} made no progress for {STALL_S:.0f} s "
+                             f"({done}/{total} records)")
+        await asyncio.sleep(poll_s)
+
+
+async def _prepare(settings: Settings) -> tuple[str, Lineup]:
+    bootstrap = bootstrap_servers(str(settings.broker))
+    await ensure_fleet_topics(bootstrap, settings.topic_prefix)
+    return bootstrap, await read_lineup(bootstrap, settings.topic_prefix)
+
+
+def _retire(lineup: Lineup, generation: int) -> tuple[tuple[int, int], ...]:
+    kept = tuple((g, at) for g, at in lineup.retired if g != generation)
+    return (*kept, (generation, int(time.time() * 1000)))
+
+
+async def reindex(settings: Settings, progress: Progress | None = None) -> dict[str, Any]:
+    """Build generation n+1 beside the live n, then swap (resumes a build in progress)."""
+    bootstrap, lineup = await _prepare(settings)
+    target = lineup.building or lineup.newest() + 1
+    topics = Topics.of(settings, target)
+    await ensure_topics(bootstrap, topics)
+    if lineup.building != target:
+        lineup = replace(lineup, building=target)
+        await publish_lineup(bootstrap, settings.topic_prefix, lineup)
+    folded = await fold_generation(settings, target, progress)
+    await wait_caught_up(bootstrap, topics.index_group, topics.documents, topics.partitions,
+                         progress, what="the index workers of the new generation")
+    previous = lineup.live
+    await publish_lineup(bootstrap, settings.topic_prefix,
+                         Lineup(live=target, building=None, replaying=False,
+                                retired=_retire(lineup, previous)))
+    return {"generation": generation_name(target), "previous": generation_name(previous),
+            "eventsIndexed": folded}
+
+
+async def replay(settings: Settings, progress: Progress | None = None) -> dict[str, Any]:
+    """Make a fresh generation live and follow the fleet rebuilding it from the earliest
+    offsets (resumes following a replay in progress)."""
+    bootstrap, lineup = await _prepare(settings)
+    previous = lineup.live
+    if lineup.replaying:
+        target = lineup.live
+        previous = max((g for g, _ in lineup.retired), default=previous)
+    else:
+        target = lineup.newest() + 1
+        await ensure_topics(bootstrap, Topics.of(settings, target))
+        lineup = Lineup(live=target, building=None, replaying=True,
+                        retired=_retire(lineup, previous))
+        await publish_lineup(bootstrap, settings.topic_prefix, lineup)
+    topics = Topics.of(settings, target)
+    events = await wait_caught_up(bootstrap, topics.fold_app_id, topics.events,
+                                  topics.partitions, progress,
+                                  what="the fold processors (rewound to the earliest offsets)")
+    await wait_caught_up(bootstrap, topics.index_group, topics.documents, topics.partitions,
+                         progress, what="the index workers")
+    await publish_lineup(bootstrap, settings.topic_prefix, replace(lineup, replaying=False))
+    return {"generation": generation_name(target), "previous": generation_name(previous),
+            "eventsIndexed": events}

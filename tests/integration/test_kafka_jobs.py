@@ -1,0 +1,162 @@
+"""Integration: reindex and replay over Kafka — a new generation, an atomic swap all workers
+obey, answers unchanged, old cursors STALE; and kill -9 of either job midway, then resume."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import random
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import orjson
+import pytest
+from contract import answers, embedded_expectation
+from factories import fleet, header, user, write_fleet
+
+from projections.errors import RecallError
+from streams.facade import Recall
+from streams.kafka.fleet import read_lineup
+from streams.kafka.rebuild import committed_offsets
+from streams.settings import Settings
+from streams.topics import Topics
+from tests.integration.kafkaio import REPO, WorkerProcess, publish, worker_env
+from tests.integration.test_kafka_contract import cli_env, expected_counts, wait_indexed
+
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(360)]
+
+
+class _Searcher(threading.Thread):
+    """Keeps asking one question during a job; every answer must be the expected page."""
+
+    def __init__(self, settings: Settings, expected: dict[str, Any]) -> None:
+        super().__init__(daemon=True)
+        self.settings, self.expected = settings, expected
+        self.done = threading.Event()
+        self.answered = 0
+        self.wrong: list[Any] = []
+
+    def run(self) -> None:
+        with Recall.connect(str(self.settings.broker), settings=self.settings) as recall:
+            while not self.done.is_set():
+                try:
+                    page = recall.search_sessions("needle", limit=2)
+                except RecallError as exc:
+                    self.wrong.append(exc.code)
+                    continue
+                page.pop("nextCursor", None)
+                if page != self.expected:
+                    self.wrong.append(page)
+                self.answered += 1
+
+
+def test_reindex_and_replay_over_kafka_swap_generations_and_keep_every_answer(
+        settings: Settings, worker_factory: Callable[..., WorkerProcess], tmp_path: Path) -> None:
+    files, expected, expected_digest = embedded_expectation(tmp_path)
+    worker = worker_factory()
+    with Recall.connect(str(settings.broker), settings=settings) as recall:
+        recall.ingest(files)
+        wait_indexed(recall, expected_counts(files), worker)
+        assert recall.index_generation() == "gen-000001"
+        first = recall.search_sessions("needle", limit=2)
+        expected_page = {k: v for k, v in first.items() if k != "nextCursor"}
+        searcher = _Searcher(settings, expected_page)
+        searcher.start()
+        result = recall.reindex()
+        searcher.done.set()
+        searcher.join(60)
+        # queries were answered throughout (from gen 1, then gen 2) and never differed
+        assert searcher.answered > 0 and searcher.wrong == [], searcher.wrong[:3]
+        assert result["generation"] == "gen-000002" and result["previous"] == "gen-000001"
+        assert result["digest"] == expected_digest["digest"]
+        assert result["eventsIndexed"] == sum(1 + n for n in expected_counts(files).values())
+        assert recall.index_generation() == "gen-000002"
+        assert recall.index_digest() == expected_digest
+        assert orjson.dumps(answers(recall)) == orjson.dumps(expected)
+        with pytest.raises(RecallError) as info:  # gen 1's cursors are STALE in gen 2
+            recall.search_sessions("needle", limit=2, cursor=first["nextCursor"])
+        assert info.value.code == "SESSION_QUERY_STALE_CURSOR"
+        # gen 2 is maintained live: the restarted fold continues from the job's offsets
+        publish(recall, [("late", header("late", cwd="/w/late")), ("late", user(0, "zebra"))])
+        wait_indexed(recall, {**expected_counts(files), "late": 1}, worker)
+        with_late = recall.index_digest()
+        # replay: a fresh generation rebuilt by the fleet from the earliest offsets
+        replayed = recall.replay()
+        assert replayed["generation"] == "gen-000003"
+        assert recall.index_generation() == "gen-000003"
+        assert recall.index_digest() == with_late
+        assert [h["header"]["id"] for h in recall.search_sessions("zebra")["items"]] == ["late"]
+    lineup = _lineup(settings)
+    assert lineup.live == 3 and lineup.building is None and not lineup.replaying
+    assert [g for g, _ in lineup.retired] == [1, 2]
+
+
+def settings_bootstrap(settings: Settings) -> str:
+    return str(settings.broker).split("://", 1)[-1]
+
+
+def _job(settings: Settings, broker_env: dict[str, str], name: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen([sys.executable, "-m", "streams", "--broker", str(settings.broker),
+                             name, "--json"], cwd=REPO, env={**broker_env, **cli_env(settings)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+
+
+@pytest.mark.chaos
+def test_kill_minus_nine_during_kafka_reindex_and_replay_then_resume(
+        settings: Settings, settings_env: dict[str, Any], broker: Any,
+        worker_factory: Callable[..., WorkerProcess], tmp_path: Path) -> None:
+    logs = fleet(150, 40, prefix="jobs")
+    with Recall.open(tmp_path / "clean", shards=settings.shards) as clean:
+        clean.ingest(write_fleet(tmp_path / "logs", logs))
+        expected = clean.index_digest()
+    worker = worker_factory()
+    env = worker_env(broker, settings_env)
+    rng = random.Random(6)
+    with Recall.connect(str(settings.broker), settings=settings) as recall:
+        publish(recall, [(sid, line) for sid, lines in logs.items() for line in lines])
+        wait_indexed(recall, {sid: len(lines) - 1 for sid, lines in logs.items()}, worker, 180)
+        assert recall.index_digest() == expected
+        total = sum(len(lines) for lines in logs.values())
+        for name, generation in (("reindex", 2), ("replay", 3)):
+            job = _job(settings, env, name)
+            # kill it once its generation is under way (building / live), at a random moment
+            _wait_for(lambda g=generation: _lineup(settings).newest() >= g, job)
+            time.sleep(rng.uniform(0.0, 0.4))
+            assert job.poll() is None, job.communicate()
+            os.kill(job.pid, signal.SIGKILL)
+            job.wait(30)
+            folded = _committed_total(settings, Topics.of(settings, generation).fold_app_id)
+            again = _job(settings, env, name)
+            out, err = again.communicate(timeout=240)
+            assert again.returncode == 0, (out + err).decode()
+            result = orjson.loads(out)
+            # the rerun continued the same generation instead of starting another
+            assert result["generation"] == f"gen-{generation:06d}", result
+            if name == "reindex":  # and folded only what the killed run had not committed
+                assert result["eventsIndexed"] == total - folded, (result, folded)
+            assert result["digest"] == expected["digest"]
+            assert recall.index_digest() == expected
+
+
+def _lineup(settings: Settings) -> Any:
+    return asyncio.run(read_lineup(settings_bootstrap(settings), settings.topic_prefix))
+
+
+def _committed_total(settings: Settings, group: str) -> int:
+    from aiokafka import TopicPartition
+
+    tps = [TopicPartition(Topics.of(settings).events, p) for p in range(settings.shards)]
+    return sum(asyncio.run(committed_offsets(settings_bootstrap(settings), group, tps)).values())
+
+
+def _wait_for(condition: Callable[[], bool], job: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + 60
+    while not condition():
+        assert job.poll() is None and time.monotonic() < deadline, job.communicate()
+        time.sleep(0.05)
