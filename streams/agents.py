@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
 
@@ -20,6 +22,8 @@ from streams.kafka.foldstep import FoldProcessor, Overlay, StateView
 from streams.kafka.table import PartitionedTable
 from streams.settings import Settings
 from streams.topics import FOLD_TABLE, Topics, bootstrap_servers
+
+log = logging.getLogger("recall.fold")
 
 #: Writes a partition's drained table records (in order); returns the send futures.
 TableWrite = Callable[[int, Iterable[tuple[str, bytes | None]]], Awaitable[list[Awaitable[Any]]]]
@@ -87,6 +91,30 @@ async def fold_messages(producer: AIOKafkaProducer, topics: Topics, view: StateV
         await write(partition, overlay.drain())
 
 
+async def fold_held(stream: Any, batch: Sequence[Any], work: Awaitable[None]) -> None:
+    """Run `work` on `batch` with the batch's offsets held back until it is done.
+
+    take_events acks a batch when the generator resumes *or is closed*, so a batch interrupted
+    by a stop (SIGTERM, a rebalance that cancels the agent) was acked, and its offsets committed,
+    without its table writes: the next owner then folded the following events onto a state
+    that missed the batch (INGEST_SEQ_GAP, measured in the add/remove-worker test). One extra
+    reference per message means take_events' own ack cannot release it; ours does, after the
+    writes. An interrupted batch stays uncommitted and is redelivered."""
+    for event in batch:
+        event.message.incref()
+    try:
+        await work
+    except asyncio.CancelledError:
+        raise  # the hold stays: uncommitted, redelivered to the next owner
+    except Exception:
+        # Releasing would commit offsets whose effects failed; holding would stall every
+        # rebalance (faust waits for in-flight messages). Exit and restart from the commits.
+        log.critical("fold batch failed; exiting so the batch is redelivered", exc_info=True)
+        os._exit(70)
+    for event in batch:
+        await stream.ack(event)
+
+
 def register_fold_agent(app: faust.App, settings: Settings, topics: Topics) -> FoldProcessor:
     """Register the fold table and agent on `app`; return the processor (its `stats` count)."""
     table = PartitionedTable(
@@ -113,7 +141,8 @@ def register_fold_agent(app: faust.App, settings: Settings, topics: Topics) -> F
             # StreamT does not declare take_events; every concrete faust Stream has it.
             batches = stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
             async for batch in batches:
-                await fold_batch(producer, topics, table, processor, batch)
+                await fold_held(stream, batch, fold_batch(producer, topics, table, processor,
+                                                          batch))
         finally:
             await producer.stop()
 

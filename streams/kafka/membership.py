@@ -1,4 +1,5 @@
-"""Transport: consumer-group identity of a worker — static membership and leaving on a clean stop.
+"""Transport: consumer-group behaviour of a worker — static membership, leaving on a clean stop,
+and re-reading uncommitted partitions after a rebalance.
 
 Measured on noida-db 0.2.3 (ENGINE notes, tests/integration): a group member that dies without a
 LeaveGroup is never expired, so a SIGKILLed worker would hold its partitions forever. With
@@ -6,6 +7,13 @@ static membership (KIP-345, `group.instance.id`) the restarted worker rejoins un
 instance id and takes its partitions back at once, on any Kafka-protocol broker. Kafka clients
 skip LeaveGroup for static members (they expect to come back); our workers leave on a clean stop
 so a scale-in hands partitions over immediately instead of after a session timeout.
+
+After a rebalance faust drops the records it had fetched but not processed and seeks every
+partition back to its committed offset. aiokafka's `seek_to_committed` skips partitions whose
+committed offset is missing or 0, so they kept their fetch position *past* the dropped records;
+faust then committed the later ones and the dropped records were never folded (INGEST_SEQ_GAP
+for every later event of their sessions, measured in the add/remove-worker test). A partition
+without a commit is therefore sought to its beginning, as `auto_offset_reset=earliest` means.
 """
 
 from __future__ import annotations
@@ -15,6 +23,7 @@ import logging
 import socket
 from typing import Any
 
+from aiokafka import AIOKafkaConsumer
 from aiokafka.consumer import group_coordinator
 from aiokafka.errors import KafkaError
 from aiokafka.protocol.group import LeaveGroupRequest
@@ -52,7 +61,21 @@ async def _leave_group(self: Any) -> None:
     self.reset_generation()
 
 
-def leave_groups_on_stop() -> None:
-    """Make every consumer of this process send LeaveGroup on stop, static members included.
-    Process-wide on purpose: workers are the only users, and faust builds its consumer itself."""
+
+
+_seek_to_committed = AIOKafkaConsumer.seek_to_committed
+
+
+async def _seek_to_committed_or_beginning(self: Any, *partitions: Any) -> Any:
+    committed = await _seek_to_committed(self, *partitions)
+    uncommitted = [tp for tp, offset in committed.items() if not offset]
+    if uncommitted:
+        await self.seek_to_beginning(*uncommitted)
+    return committed
+
+
+def patch_consumers() -> None:
+    """Both process-wide behaviours above, for every consumer of a worker process (faust builds
+    its consumer itself, so a patch is the only seam)."""
     group_coordinator.GroupCoordinator._maybe_leave_group = _leave_group
+    AIOKafkaConsumer.seek_to_committed = _seek_to_committed_or_beginning

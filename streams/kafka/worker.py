@@ -20,7 +20,7 @@ from streams.kafka.coordinator import QueryCoordinator
 from streams.kafka.fleet import ensure_fleet_topics, read_lineup
 from streams.kafka.indexing import DocumentIndexer
 from streams.kafka.lineup import LineupWatcher
-from streams.kafka.membership import leave_groups_on_stop
+from streams.kafka.membership import patch_consumers
 from streams.settings import Settings
 from streams.topics import Topics, bootstrap_servers, ensure_topics
 
@@ -57,7 +57,7 @@ def run_worker(settings: Settings, roles: Sequence[str], *, loglevel: str = "war
     if not settings.broker:
         raise SystemExit("RECALL_BROKER is not set (e.g. kafka://127.0.0.1:9092)")
     logging.basicConfig(level=loglevel.upper())
-    leave_groups_on_stop()
+    patch_consumers()
     (settings.data_dir / "faust").mkdir(parents=True, exist_ok=True)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
@@ -91,13 +91,25 @@ def run_worker(settings: Settings, roles: Sequence[str], *, loglevel: str = "war
             last = dict(processor.stats)
             log.warning("fold stats %s", last)
 
+    running: list[asyncio.Task[Any]] = []
+
     @app.task  # type: ignore[untyped-decorator]
     async def other_roles() -> None:
-        # Cancelled at shutdown: each service's `finally` stops its consumer cleanly.
+        running.append(asyncio.ensure_future(asyncio.gather(*(s.run(stop) for s in services))))
         try:
-            await asyncio.gather(*(s.run(stop) for s in services))
+            await running[0]
         finally:
             stop.set()
+
+    async def stop_other_roles(sender: Any, **kwargs: Any) -> None:
+        # Stop the other roles while the loop still runs them to the end: their consumers must
+        # send LeaveGroup (a member that vanishes without it keeps its partitions forever on
+        # noida-db), which a cancellation at faust's loop shutdown would cut short.
+        stop.set()
+        if running:
+            await asyncio.wait(running, timeout=15)
+
+    app.on_before_shutdown.connect(stop_other_roles)  # type: ignore[arg-type]
 
     worker = faust.Worker(app, loglevel=loglevel, loop=loop)
     # faust's terminal spinner turns the root logger to DEBUG, so every aiokafka debug call

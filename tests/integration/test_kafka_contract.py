@@ -43,10 +43,12 @@ def wait_indexed(recall: Recall, counts: dict[str, int], worker: WorkerProcess,
     while time.time() < deadline:
         try:
             listing = {i["header"]["id"] for i in recall.list_sessions()}
-            if listing >= set(counts) and all(
-                    len(recall.read_session(sid)["events"]) == n for sid, n in counts.items()):
-                return
-            last = sorted(listing)
+            last = {"missing": sorted(set(counts) - listing)}
+            if not last["missing"]:
+                have = {sid: len(recall.read_session(sid)["events"]) for sid in counts}
+                last = {sid: (n, counts[sid]) for sid, n in have.items() if n != counts[sid]}
+                if not last:
+                    return
         except Exception as exc:
             last = exc
         time.sleep(0.5)
