@@ -50,6 +50,18 @@ publishes them.
    folds in batches (take_events 500), so a session's keys are written once per batch it
    appears in, not once per event.
 
+4. Reindex and replay (issue: replay and reindex), prefix A after step 1: ONE worker with all roles
+   on the step-1 worker's data dir (generation 1 already indexed). `Recall.reindex()` is timed
+   from the call to its reply: the job folds all of `<A>.events` into generation 2 with plain
+   aiokafka (documents + changelog + fold-group offsets), waits until the index role has
+   indexed generation 2's documents, publishes the swap, waits until the worker has restarted
+   into generation 2 and answers from it, then takes the index digest. `reindex_events_per_s` =
+   N ÷ that time. Then `Recall.replay()`, timed the same way: generation 3 is made live at
+   once, the worker restarts, its faust fold re-reads `<A>.events` from the earliest offsets and
+   the index role rebuilds every shard; the job returns when both groups have committed the
+   topic ends. `replay_events_per_s` = N ÷ time. The three generations' digests must be equal
+   or the suite fails. `*_ratio_vs_pipeline` divide by step 1's `pipeline_events_per_s`.
+
 Caveat, measured here (2026-12-02): noida-db 0.2.3 answers a fetch for partitions without new
 data AT ONCE, ignoring `fetch_max_wait_ms` and `fetch_min_bytes` (an idle aiokafka consumer sent
 ~1.4–2.5k fetch requests/s and used 70–85 % of a core). Every consumer in the worker (faust's,
@@ -250,6 +262,7 @@ class Suite:
         self.broker = broker
         self.work = work
         self.workers: list[WorkerProcess] = []
+        self.last_throughput: tuple[str, int] = ("", 0)
 
     def env(self, prefix: str, data_dir: Path) -> dict[str, Any]:
         return {"RECALL_BROKER": self.broker.url, "RECALL_TOPIC_PREFIX": prefix,
@@ -304,6 +317,7 @@ class Suite:
         first_doc = asyncio.run(first_timestamp_ms(bootstrap, topics.documents)) / 1000
         self.stop_workers()
         rate = n_events / (done - first_doc)
+        self.last_throughput = (prefix, n_events)
         return {
             "pipeline_ratio_vs_raw_consume": round(rate / raw_rate, 4),
             "pipeline_events_per_s": round(rate),
@@ -312,6 +326,35 @@ class Suite:
             "pipeline_sessions": sessions,
             "pipeline_startup_s": round(first_doc - spawned, 2),
             "pipeline_produce_events_per_s": round(n_events / produce_s),
+        }
+
+    # 4. reindex and replay ------------------------------------------------------------------
+
+    def jobs(self) -> dict[str, Any]:
+        """Reindex, then replay, the throughput corpus (prefix A, generation 1 already built)."""
+        prefix, n_events = self.last_throughput
+        data_dir = self.work / f"data-{prefix}"  # the throughput worker's: same id, same shards
+        worker = self.worker(prefix, data_dir, ("fold", "index", "query"))
+        settings = self.settings(prefix, self.work / f"client-{prefix}")
+        try:
+            with Recall.connect(self.broker.url, settings=settings) as recall:
+                wait_until(lambda: _answers(recall), worker, "the query role")
+                before = recall.index_digest()
+                start = time.perf_counter()
+                reindexed = recall.reindex()
+                reindex_s = time.perf_counter() - start
+                start = time.perf_counter()
+                replayed = recall.replay()
+                replay_s = time.perf_counter() - start
+            if not before["digest"] == reindexed["digest"] == replayed["digest"]:
+                raise RuntimeError(f"digests differ: {before} {reindexed} {replayed}")
+        finally:
+            self.stop_workers()
+        return {
+            "reindex_events_per_s": round(n_events / reindex_s),
+            "replay_events_per_s": round(n_events / replay_s),
+            "reindex_s": round(reindex_s, 2),
+            "replay_s": round(replay_s, 2),
         }
 
     # 2. latency and 3. changelog -------------------------------------------------------------
@@ -437,6 +480,14 @@ class Suite:
         return out
 
 
+def _answers(recall: Recall) -> bool:
+    try:
+        recall.index_generation()
+        return True
+    except Exception:
+        return False
+
+
 def run() -> dict[str, Any]:
     s = scale()
     work = fresh_dir(f"pipeline-{os.getpid()}")
@@ -446,6 +497,11 @@ def run() -> dict[str, Any]:
     try:
         per = THROUGHPUT_EVENTS_PER_SESSION
         results.update(suite.throughput(max(4, round(THROUGHPUT_SESSIONS * s)), per))
+        results.update(suite.jobs())
+        results["reindex_ratio_vs_pipeline"] = round(
+            results["reindex_events_per_s"] / results["pipeline_events_per_s"], 2)
+        results["replay_ratio_vs_pipeline"] = round(
+            results["replay_events_per_s"] / results["pipeline_events_per_s"], 2)
         results.update(suite.latency_and_changelog(
             LATENCY_SESSIONS, LATENCY_EVENTS_PER_SESSION, LATENCY_PROBES,
             [max(1000, round(n * min(1.0, s))) if n > 1000 else n for n in CHANGELOG_SIZES]))

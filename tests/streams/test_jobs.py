@@ -28,6 +28,7 @@ def test_reindex_swaps_generations_keeps_digest_and_stales_old_cursors(tmp_path:
         page = recall.search_events("ci-billing-2025-11-24", "EUR", limit=1)
         result = recall.reindex()
         assert result["generation"] == "gen-000002" and result["previous"] == "gen-000001"
+        assert recall.index_generation() == "gen-000002"
         assert result["digest"] == before["digest"] and result["eventsIndexed"] == 53
         with pytest.raises(Exception) as info:
             recall.search_events("ci-billing-2025-11-24", "EUR", limit=1,
