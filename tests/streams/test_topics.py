@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
+from streams.kafka.fleet import Lineup
+from streams.kafka.membership import instance_id
 from streams.settings import Settings
 from streams.topics import Topics, bootstrap_servers
 
@@ -20,7 +24,7 @@ def test_names_follow_the_prefix_and_partitions_the_shards() -> None:
 def test_configs_keep_facts_forever_and_compact_derived_topics() -> None:
     configs = Topics("p", 4).configs()
     assert set(configs) == {"p.events", "p.documents", "p.requests", "p.replies",
-                            "p.dead-letter", "p.fold-state-changelog"}
+                            "p.dead-letter", "p.fold-state-changelog", "p.shard-requests"}
     assert configs["p.events"]["retention.ms"] == "-1"
     assert configs["p.dead-letter"]["retention.ms"] == "-1"
     assert configs["p.documents"]["cleanup.policy"] == "compact"
@@ -32,3 +36,33 @@ def test_bootstrap_servers_accepts_faust_broker_urls() -> None:
     assert bootstrap_servers("kafka://127.0.0.1:9092") == "127.0.0.1:9092"
     assert bootstrap_servers("kafka://a:1;kafka://b:2") == "a:1,b:2"
     assert bootstrap_servers("a:1,b:2") == "a:1,b:2"
+
+
+def test_derived_names_are_per_generation_and_facts_are_shared(tmp_path: Path) -> None:
+    first, third = Topics("p", 4), Topics("p", 4, generation=3)
+    assert (first.documents, first.fold_app_id, first.index_group, first.shard_requests) == (
+        "p.documents", "p.fold", "p.index", "p.shard-requests")
+    assert (third.documents, third.changelog, third.index_group, third.shard_requests) == (
+        "p.documents.g3", "p.fold.g3-state-changelog", "p.index.g3", "p.shard-requests.g3")
+    assert (third.events, third.dead_letter, third.requests) == (
+        first.events, first.dead_letter, first.requests)
+    assert third.derived() == ["p.documents.g3", "p.fold.g3-state-changelog",
+                               "p.shard-requests.g3"]
+    assert first.index_dir(tmp_path) == tmp_path / "kafka-index"
+    assert third.index_dir(tmp_path) == tmp_path / "kafka-index-g3"
+
+
+def test_lineup_round_trips_and_knows_its_newest_generation() -> None:
+    lineup = Lineup(live=2, building=4, retired=((1, 1_700_000_000_000), (3, 1_700_000_001_000)))
+    assert Lineup.from_json(lineup.to_json()) == lineup
+    assert lineup.newest() == 4
+    assert Lineup() == Lineup(live=1) and Lineup().newest() == 1
+
+
+def test_worker_identity_is_stable_per_data_dir_and_dynamic_on_tansu(tmp_path: Path) -> None:
+    a = Settings(data_dir=tmp_path / "a")
+    assert instance_id(a, "fold") == instance_id(Settings(data_dir=tmp_path / "a"), "fold")
+    assert instance_id(a, "fold") != instance_id(Settings(data_dir=tmp_path / "b"), "fold")
+    assert instance_id(a, "fold") != instance_id(a, "index.g1")
+    assert instance_id(Settings(worker_id="w7"), "query") == "w7.query"
+    assert instance_id(Settings(broker_flavor="tansu"), "fold") is None
