@@ -24,6 +24,8 @@ from streams.settings import Settings
 from streams.topics import Topics, bootstrap_servers
 
 log = logging.getLogger("recall.lineup")
+#: How often a worker looks for retired generations whose retention window has ended.
+CLEANUP_EVERY_S = 2.0
 
 
 class LineupWatcher:
@@ -38,6 +40,7 @@ class LineupWatcher:
         self.on_live_change: Callable[[], None] = lambda: None
         self.bootstrap = bootstrap_servers(str(settings.broker))
         self._building: dict[int, tuple[asyncio.Task[None], asyncio.Event]] = {}
+        self._next_cleanup = 0.0
 
     async def run(self, stop: asyncio.Event) -> None:
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None,
@@ -57,6 +60,8 @@ class LineupWatcher:
                 if latest is not None:
                     self.lineup = latest
                     await self.obey(latest)
+                elif time.monotonic() >= self._next_cleanup:
+                    await self._clean_up(self.lineup)  # retention windows end between records
                 if self.restart:
                     return
         finally:
@@ -74,6 +79,11 @@ class LineupWatcher:
             return
         if "index" in self.roles:
             self._follow_building(lineup)
+        await self._clean_up(lineup)
+
+    async def _clean_up(self, lineup: Lineup) -> None:
+        self._next_cleanup = time.monotonic() + CLEANUP_EVERY_S
+        if "index" in self.roles:
             self._remove_expired_shards(lineup)
         if "query" in self.roles:
             await self._delete_expired_topics(lineup)

@@ -69,9 +69,9 @@ def worker_factory(broker: Broker, settings_env: dict[str, Any],
     """Start fold workers for this test; every one still running at teardown is killed."""
     started: list[WorkerProcess] = []
 
-    def start(roles: tuple[str, ...] = ()) -> WorkerProcess:
+    def start(roles: tuple[str, ...] = (), **overrides: Any) -> WorkerProcess:
         # every worker has its own data dir (its shards and faust state), as on separate hosts
-        env = {**settings_env, "RECALL_DATA_DIR": tmp_path / f"data-{len(started)}"}
+        env = {**settings_env, "RECALL_DATA_DIR": tmp_path / f"data-{len(started)}", **overrides}
         worker = start_worker(broker, env, tmp_path / f"worker{len(started)}.log", roles)
         started.append(worker)
         return worker

@@ -59,11 +59,13 @@ class _Searcher(threading.Thread):
 def test_reindex_and_replay_over_kafka_swap_generations_and_keep_every_answer(
         settings: Settings, worker_factory: Callable[..., WorkerProcess], tmp_path: Path) -> None:
     files, expected, expected_digest = embedded_expectation(tmp_path)
-    worker = worker_factory()
+    # retired generations are deleted one second after they retire
+    worker = worker_factory(RECALL_SNAPSHOT_RETENTION_S=1)
     with Recall.connect(str(settings.broker), settings=settings) as recall:
         recall.ingest(files)
         wait_indexed(recall, expected_counts(files), worker)
         assert recall.index_generation() == "gen-000001"
+        assert (tmp_path / "data-0" / "kafka-index").is_dir()
         first = recall.search_sessions("needle", limit=2)
         expected_page = {k: v for k, v in first.items() if k != "nextCursor"}
         searcher = _Searcher(settings, expected_page)
@@ -78,6 +80,10 @@ def test_reindex_and_replay_over_kafka_swap_generations_and_keep_every_answer(
         assert result["eventsIndexed"] == sum(1 + n for n in expected_counts(files).values())
         assert recall.index_generation() == "gen-000002"
         assert recall.index_digest() == expected_digest
+        # generation 1 is gone: its shard files and its derived topics
+        _eventually(lambda: not (tmp_path / "data-0" / "kafka-index").exists()
+                    and not set(Topics.of(settings, 1).derived()) & _topics(settings))
+        assert {Topics.of(settings).events, *Topics.of(settings, 2).derived()} <= _topics(settings)
         assert orjson.dumps(answers(recall)) == orjson.dumps(expected)
         with pytest.raises(RecallError) as info:  # gen 1's cursors are STALE in gen 2
             recall.search_sessions("needle", limit=2, cursor=first["nextCursor"])
@@ -95,6 +101,27 @@ def test_reindex_and_replay_over_kafka_swap_generations_and_keep_every_answer(
     lineup = _lineup(settings)
     assert lineup.live == 3 and lineup.building is None and not lineup.replaying
     assert [g for g, _ in lineup.retired] == [1, 2]
+
+
+def _topics(settings: Settings) -> set[str]:
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    async def names() -> set[str]:
+        admin = AIOKafkaAdminClient(bootstrap_servers=settings_bootstrap(settings))
+        await admin.start()
+        try:
+            return set(await admin.list_topics())
+        finally:
+            await admin.close()
+
+    return asyncio.run(names())
+
+
+def _eventually(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.2)
 
 
 def settings_bootstrap(settings: Settings) -> str:

@@ -20,10 +20,6 @@ from tests.integration.test_kafka_contract import expected_counts, wait_indexed
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 
 
-# Retried once, with fresh topics and workers: rebalances on noida-db now and then leave a
-# consumer group without a live leader (a member id reset after a failed commit is never
-# expired), or faust's changelog recovery stalls. Assertions unchanged; reruns are reported.
-@pytest.mark.flaky(reruns=1)
 def test_two_workers_split_partitions_and_survive_one_leaving(
         settings: Settings, worker_factory: Callable[[], WorkerProcess], tmp_path: Path) -> None:
     files, expected, _ = embedded_expectation(tmp_path)
