@@ -57,6 +57,9 @@ class Settings(BaseSettings):
     request_timeout_s: float = Field(default=30.0, gt=0)
     #: RECALL_SESSION_TIMEOUT_S — Kafka consumer-group session timeout (≥ 6 on noida-db/Kafka).
     session_timeout_s: float = Field(default=6.0, gt=0)
+    #: RECALL_JOB_STALL_S — a reindex or replay gives up (STREAM_JOB_STALLED) when the fleet
+    #: makes no progress for this long.
+    job_stall_s: float = Field(default=120.0, gt=0)
     #: RECALL_WORKER_ID — this worker's stable identity in consumer groups (static
     #: membership); default: host name + a hash of RECALL_DATA_DIR.
     worker_id: str | None = None

@@ -19,7 +19,6 @@ from projections.logformat import Rejection, decompress, split_lines
 from streams.codec import DeadLetter, dead_letter_key, encode_dead_letter, encode_event_value
 from streams.ingest import IngestReport, iter_log_files
 from streams.kafka.query import run_sync
-from streams.kafka.rebuild import STALL_S
 from streams.kafka.rpc import Requester
 from streams.settings import Settings
 from streams.topics import Topics, bootstrap_servers, ensure_topics
@@ -158,7 +157,7 @@ class KafkaBackend:
         # making progress, and Ctrl-C interrupts it (a rerun resumes).
         result: dict[str, Any] = asyncio.run_coroutine_threadsafe(
             job(self.settings, progress), self.loop).result()
-        deadline = time.monotonic() + STALL_S
+        deadline = time.monotonic() + self.settings.job_stall_s
         while True:  # the workers restart into the new generation; wait until they serve it
             with contextlib.suppress(RecallError):
                 if self.call("index_generation", {})["generation"] == result["generation"]:

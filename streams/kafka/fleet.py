@@ -99,6 +99,8 @@ class Lineup:
     building: int | None = None
     replaying: bool = False
     retired: tuple[tuple[int, int], ...] = ()
+    #: The lease of the running reindex/replay job: (job id, kind, valid until ms), or None.
+    job: tuple[str, str, int] | None = None
 
     def newest(self) -> int:
         return max([self.live, self.building or 0, *(g for g, _ in self.retired)])
@@ -106,14 +108,17 @@ class Lineup:
     def to_json(self) -> bytes:
         return orjson.dumps({"live": self.live, "building": self.building,
                              "replaying": self.replaying,
-                             "retired": [[g, at] for g, at in self.retired]})
+                             "retired": [[g, at] for g, at in self.retired],
+                             "job": list(self.job) if self.job else None})
 
     @classmethod
     def from_json(cls, raw: bytes) -> Lineup:
         data = orjson.loads(raw)
         return cls(live=int(data["live"]), building=data.get("building"),
                    replaying=bool(data.get("replaying")),
-                   retired=tuple((int(g), int(at)) for g, at in data.get("retired", [])))
+                   retired=tuple((int(g), int(at)) for g, at in data.get("retired", [])),
+                   job=(str(job[0]), str(job[1]), int(job[2])) if (job := data.get("job"))
+                   else None)
 
 
 async def read_lineup(bootstrap: str, prefix: str) -> Lineup:

@@ -11,12 +11,16 @@ replay (in place): the lineup makes a fresh generation live at once: the fleet's
   processors start over from the earliest offsets (a new consumer group is a rewound one) and
   the index workers rebuild every shard; this job follows their progress to the end.
 Both are resumable: run the command again and it continues the generation in progress.
+One job runs at a time: a job holds a lease in the lineup, renewed every few seconds; another
+job is refused (STREAM_JOB_RUNNING) until the lease is released or, for a killed job, expires.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import Any
@@ -34,8 +38,17 @@ from streams.topics import Topics, bootstrap_servers, ensure_topics
 Progress = Callable[[int, int], None]
 #: Records folded per batch by the reindex job (one changelog write per session per batch).
 BATCH_MAX = 5000
-#: A job gives up when its fleet makes no progress for this long (no index worker running?).
-STALL_S = 120.0
+#: How long a job's lease outlives its last renewal (a killed job blocks others this long).
+LEASE_S = 10.0
+
+
+class JobRunning(RecallError):
+    """Another reindex or replay holds the fleet's job lease.
+
+    Operator action: wait for it to finish; if it was killed, run the command again once its
+    lease has expired (the message says when). The new run resumes its generation."""
+
+    code = "STREAM_JOB_RUNNING"
 
 
 class JobStalled(RecallError):
@@ -182,9 +195,9 @@ async def _end_offsets(bootstrap: str, tps: list[TopicPartition]) -> dict[Any, i
 
 async def wait_caught_up(bootstrap: str, group: str, topic: str, partitions: int,
                          progress: Progress | None = None, *, poll_s: float = 0.5,
-                         what: str = "") -> int:
+                         what: str = "", stall_s: float = 120.0) -> int:
     """Until `group` has committed the end of `topic` (as of now, then as of each look);
-    returns the records it consumed. Raises JobStalled after STALL_S without progress."""
+    returns the records it consumed. Raises JobStalled after `stall_s` without progress."""
     tps = [TopicPartition(topic, p) for p in range(partitions)]
     ends = await _end_offsets(bootstrap, tps)
     total = sum(ends.values())
@@ -198,10 +211,59 @@ async def wait_caught_up(bootstrap: str, group: str, topic: str, partitions: int
             return total
         if done != last:
             last, last_change = done, time.monotonic()
-        elif time.monotonic() - last_change > STALL_S:
-            raise JobStalled(f"{what or group} made no progress for {STALL_S:.0f} s "
+        elif time.monotonic() - last_change > stall_s:
+            raise JobStalled(f"{what or group} made no progress for {stall_s:.0f} s "
                              f"({done}/{total} records)")
         await asyncio.sleep(poll_s)
+
+
+class _Lease:
+    """The job lease: every lineup change of a job is published through it, lease attached."""
+
+    def __init__(self, bootstrap: str, prefix: str, kind: str, lineup: Lineup) -> None:
+        self.bootstrap, self.prefix, self.kind = bootstrap, prefix, kind
+        self.id = uuid.uuid4().hex
+        self.lineup = lineup
+        self._lock = asyncio.Lock()
+        self._renewer: asyncio.Task[None] | None = None
+
+    async def acquire(self) -> Lineup:
+        held = self.lineup.job
+        now_ms = int(time.time() * 1000)
+        if held is not None and held[2] > now_ms:
+            raise JobRunning(f"a {held[1]} job holds the fleet's job lease for "
+                             f"{(held[2] - now_ms) / 1000:.0f} s more")
+        await self.publish(self.lineup)
+        # Two jobs claiming at once: the later record wins, the other backs off.
+        winner = (await read_lineup(self.bootstrap, self.prefix)).job
+        if winner is None or winner[0] != self.id:
+            raise JobRunning(f"another {winner[1] if winner else 'job'} claimed the lease first")
+        self._renewer = asyncio.create_task(self._renew())
+        return self.lineup
+
+    async def publish(self, lineup: Lineup) -> None:
+        async with self._lock:
+            self.lineup = replace(lineup, job=(self.id, self.kind,
+                                               int((time.time() + LEASE_S) * 1000)))
+            await publish_lineup(self.bootstrap, self.prefix, self.lineup)
+
+    async def _renew(self) -> None:
+        while True:
+            await asyncio.sleep(LEASE_S / 3)
+            await self.publish(self.lineup)
+
+    async def release(self, lineup: Lineup) -> None:
+        if self._renewer is not None:
+            self._renewer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._renewer
+        async with self._lock:
+            self.lineup = replace(lineup, job=None)
+            await publish_lineup(self.bootstrap, self.prefix, self.lineup)
+
+    async def abandon(self) -> None:
+        """On failure: stop renewing and hand the lease back (the lineup stays as it is)."""
+        await self.release(self.lineup)
 
 
 async def _prepare(settings: Settings) -> tuple[str, Lineup]:
@@ -218,19 +280,24 @@ def _retire(lineup: Lineup, generation: int) -> tuple[tuple[int, int], ...]:
 async def reindex(settings: Settings, progress: Progress | None = None) -> dict[str, Any]:
     """Build generation n+1 beside the live n, then swap (resumes a build in progress)."""
     bootstrap, lineup = await _prepare(settings)
-    target = lineup.building or lineup.newest() + 1
-    topics = Topics.of(settings, target)
-    await ensure_topics(bootstrap, topics)
-    if lineup.building != target:
-        lineup = replace(lineup, building=target)
-        await publish_lineup(bootstrap, settings.topic_prefix, lineup)
-    folded = await fold_generation(settings, target, progress)
-    await wait_caught_up(bootstrap, topics.index_group, topics.documents, topics.partitions,
-                         progress, what="the index workers of the new generation")
-    previous = lineup.live
-    await publish_lineup(bootstrap, settings.topic_prefix,
-                         Lineup(live=target, building=None, replaying=False,
-                                retired=_retire(lineup, previous)))
+    lease = _Lease(bootstrap, settings.topic_prefix, "reindex", lineup)
+    lineup = await lease.acquire()
+    try:
+        target = lineup.building or lineup.newest() + 1
+        topics = Topics.of(settings, target)
+        await ensure_topics(bootstrap, topics)
+        if lineup.building != target:
+            await lease.publish(replace(lineup, building=target))
+        folded = await fold_generation(settings, target, progress)
+        await wait_caught_up(bootstrap, topics.index_group, topics.documents, topics.partitions,
+                             progress, what="the index workers of the new generation",
+                             stall_s=settings.job_stall_s)
+    except BaseException:
+        await asyncio.shield(lease.abandon())
+        raise
+    previous = lease.lineup.live
+    await lease.release(Lineup(live=target, building=None, replaying=False,
+                               retired=_retire(lease.lineup, previous)))
     return {"generation": generation_name(target), "previous": generation_name(previous),
             "eventsIndexed": folded}
 
@@ -239,22 +306,28 @@ async def replay(settings: Settings, progress: Progress | None = None) -> dict[s
     """Make a fresh generation live and follow the fleet rebuilding it from the earliest
     offsets (resumes following a replay in progress)."""
     bootstrap, lineup = await _prepare(settings)
-    previous = lineup.live
-    if lineup.replaying:
-        target = lineup.live
-        previous = max((g for g, _ in lineup.retired), default=previous)
-    else:
-        target = lineup.newest() + 1
-        await ensure_topics(bootstrap, Topics.of(settings, target))
-        lineup = Lineup(live=target, building=None, replaying=True,
-                        retired=_retire(lineup, previous))
-        await publish_lineup(bootstrap, settings.topic_prefix, lineup)
-    topics = Topics.of(settings, target)
-    events = await wait_caught_up(bootstrap, topics.fold_app_id, topics.events,
-                                  topics.partitions, progress,
-                                  what="the fold processors (rewound to the earliest offsets)")
-    await wait_caught_up(bootstrap, topics.index_group, topics.documents, topics.partitions,
-                         progress, what="the index workers")
-    await publish_lineup(bootstrap, settings.topic_prefix, replace(lineup, replaying=False))
+    lease = _Lease(bootstrap, settings.topic_prefix, "replay", lineup)
+    lineup = await lease.acquire()
+    try:
+        previous = lineup.live
+        if lineup.replaying:
+            target = lineup.live
+            previous = max((g for g, _ in lineup.retired), default=previous)
+        else:
+            target = lineup.newest() + 1
+            await ensure_topics(bootstrap, Topics.of(settings, target))
+            await lease.publish(Lineup(live=target, building=None, replaying=True,
+                                       retired=_retire(lineup, previous)))
+        topics = Topics.of(settings, target)
+        events = await wait_caught_up(
+            bootstrap, topics.fold_app_id, topics.events, topics.partitions, progress,
+            what="the fold processors (rewound to the earliest offsets)",
+            stall_s=settings.job_stall_s)
+        await wait_caught_up(bootstrap, topics.index_group, topics.documents, topics.partitions,
+                             progress, what="the index workers", stall_s=settings.job_stall_s)
+    except BaseException:
+        await asyncio.shield(lease.abandon())
+        raise
+    await lease.release(replace(lease.lineup, replaying=False))
     return {"generation": generation_name(target), "previous": generation_name(previous),
             "eventsIndexed": events}

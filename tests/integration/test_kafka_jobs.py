@@ -159,6 +159,14 @@ def test_kill_minus_nine_during_kafka_reindex_and_replay_then_resume(
             os.kill(job.pid, signal.SIGKILL)
             job.wait(30)
             folded = _committed_total(settings, Topics.of(settings, generation).fold_app_id)
+            # the killed job's lease still stands: a second job is refused until it expires
+            refused = _job(settings, env, name)
+            out, _ = refused.communicate(timeout=120)
+            assert refused.returncode == 1, out
+            assert orjson.loads(out)["error"]["code"] == "STREAM_JOB_RUNNING"
+            lease = _lineup(settings).job
+            assert lease is not None
+            time.sleep(max(0.0, lease[2] / 1000 - time.time()) + 0.2)
             again = _job(settings, env, name)
             out, err = again.communicate(timeout=240)
             assert again.returncode == 0, (out + err).decode()
@@ -187,3 +195,20 @@ def _wait_for(condition: Callable[[], bool], job: subprocess.Popen[bytes]) -> No
     while not condition():
         assert job.poll() is None and time.monotonic() < deadline, job.communicate()
         time.sleep(0.05)
+
+
+def test_a_job_without_index_workers_stalls_clearly_and_resumes_later(
+        settings: Settings, worker_factory: Callable[..., WorkerProcess], tmp_path: Path) -> None:
+    files, _, expected_digest = embedded_expectation(tmp_path)
+    quick = settings.model_copy(update={"job_stall_s": 3.0})
+    with Recall.connect(str(settings.broker), settings=quick) as recall:
+        recall.ingest(files)
+        with pytest.raises(RecallError) as info:  # the job folds, but nobody indexes gen 2
+            recall.reindex()
+        assert info.value.code == "STREAM_JOB_STALLED"
+        assert _lineup(settings).job is None  # the lease was handed back
+        worker = worker_factory()
+        wait_indexed(recall, expected_counts(files), worker)
+        result = recall.reindex()  # resumes generation 2: everything was folded already
+        assert result["generation"] == "gen-000002" and result["eventsIndexed"] == 0
+        assert recall.index_digest() == expected_digest
