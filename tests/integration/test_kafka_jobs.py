@@ -89,15 +89,20 @@ def test_reindex_and_replay_over_kafka_swap_generations_and_keep_every_answer(
             recall.search_sessions("needle", limit=2, cursor=first["nextCursor"])
         assert info.value.code == "SESSION_QUERY_STALE_CURSOR"
         # gen 2 is maintained live: the restarted fold continues from the job's offsets
-        publish(recall, [("late", header("late", cwd="/w/late")), ("late", user(0, "zebra"))])
-        wait_indexed(recall, {**expected_counts(files), "late": 1}, worker)
+        # (an existing session continues on the job's fold state: its changelog was recovered)
+        counts = expected_counts(files)
+        grown = {**counts, "late": 1, "child": counts["child"] + 1}
+        publish(recall, [("late", header("late", cwd="/w/late")), ("late", user(0, "zebra")),
+                         ("child", user(counts["child"], "zebra child after the swap"))])
+        wait_indexed(recall, grown, worker)
         with_late = recall.index_digest()
         # replay: a fresh generation rebuilt by the fleet from the earliest offsets
         replayed = recall.replay()
         assert replayed["generation"] == "gen-000003"
         assert recall.index_generation() == "gen-000003"
         assert recall.index_digest() == with_late
-        assert [h["header"]["id"] for h in recall.search_sessions("zebra")["items"]] == ["late"]
+        assert sorted(h["header"]["id"] for h in recall.search_sessions("zebra")["items"]) == [
+            "child", "late"]
     lineup = _lineup(settings)
     assert lineup.live == 3 and lineup.building is None and not lineup.replaying
     assert [g for g, _ in lineup.retired] == [1, 2]
