@@ -73,15 +73,30 @@ class SessionStore:
         for path in sorted(self.root.glob("*.jsonl")):
             with path.open("rb") as f:
                 first = f.readline()
-            if first:
+            if first.endswith(b"\n"):  # else a header write torn by a crash: not stored yet
                 ids.append(str(orjson.loads(first)["id"]))
         return sorted(ids)
 
+    def _intact_lines(self, path: Path) -> list[bytes]:
+        """The complete lines of a log. A crash mid-append can leave a torn last line (or an
+        empty file); what follows the last newline never completed, so it is cut off here,
+        before anything is appended after it."""
+        data = path.read_bytes()
+        if data and not data.endswith(b"\n"):
+            cut = data.rfind(b"\n") + 1
+            with path.open("r+b") as f:
+                f.truncate(cut)
+                f.flush()
+                os.fsync(f.fileno())
+            data = data[:cut]
+        return [line for line in data.splitlines() if line]
+
     def read(self, session_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
         """Header and events of a stored session (the store holds only validated lines)."""
-        path = self.path_of(session_id)
-        lines = path.read_bytes().splitlines()
-        return orjson.loads(lines[0]), [orjson.loads(line) for line in lines[1:] if line]
+        lines = self._intact_lines(self.path_of(session_id))
+        if not lines:
+            raise FileNotFoundError(f"session {session_id!r} has no complete header")
+        return orjson.loads(lines[0]), [orjson.loads(line) for line in lines[1:]]
 
     def iter_raw(self, session_id: str) -> Iterator[bytes]:
         with self.path_of(session_id).open("rb") as f:
@@ -93,8 +108,8 @@ class SessionStore:
         if cached is not None:
             return cached
         path = self.path_of(session_id)
-        if not path.exists():
-            return None
+        if not path.exists() or not self._intact_lines(path):
+            return None  # never stored, or only a torn header: append writes it again
         header, events = self.read(session_id)
         state = SurfaceState()
         digests = []

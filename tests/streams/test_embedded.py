@@ -11,8 +11,9 @@ from pathlib import Path
 import orjson
 from factories import assistant, checkpoint, header, log_only, tool_result, user
 
+from projections.fold import SurfaceState, apply
 from streams.facade import Recall
-from streams.store import session_file_name
+from streams.store import SessionStore, session_file_name
 
 
 def test_ingest_samples_and_search_finds_shadowed_stack_trace(recall: Recall,
@@ -153,3 +154,30 @@ def test_store_is_append_only_native_format(recall: Recall, write_log: Callable[
     stored = tmp_path / "data" / "store" / session_file_name("s")
     assert stored.read_bytes() == path.read_bytes()
     assert os.stat(stored).st_mode & 0o777 == 0o600
+
+
+def test_a_write_torn_by_a_crash_is_cut_off_and_appends_continue(tmp_path: Path) -> None:
+    """kill -9 mid-append leaves a torn last line, or an empty file if the header was torn."""
+    store = SessionStore(tmp_path / "store")
+    head = header("torn", cwd="/w")
+    events = [user(0, "first"), assistant(1, "second")]
+    state = SurfaceState()
+    for event in events:
+        state = apply(state, event)
+    store.append(head, events, state)
+    path = store.path_of("torn")
+    with path.open("ab") as f:
+        f.write(b'{"type":"user/message","seq":2,"da')  # the crash
+    reopened = SessionStore(tmp_path / "store")
+    stored = reopened.load("torn")
+    assert stored is not None and stored.state.next_seq == 2
+    assert path.read_bytes().endswith(b"\n")  # the torn tail is gone
+    third = user(2, "third")
+    reopened.append(head, [third], apply(stored.state, third))
+    assert [e["seq"] for e in SessionStore(tmp_path / "store").read("torn")[1]] == [0, 1, 2]
+    # a header torn before its newline: the session is not stored yet, and can be again
+    empty = reopened.path_of("empty")
+    empty.write_bytes(b'{"id":"emp')
+    assert "empty" not in reopened.session_ids() and reopened.load("empty") is None
+    reopened.append(header("empty", cwd="/w"), [], SurfaceState())
+    assert reopened.read("empty")[0]["id"] == "empty" and "empty" in reopened.session_ids()
