@@ -108,6 +108,7 @@ class DocumentIndexer:
         self.bootstrap = bootstrap
         self.shard_topic = self.topics.shard_requests
         self.query: QueryService | None = None
+        self._resought: dict[TopicPartition, tuple[int, int]] = {}
 
     async def run(self, stop: asyncio.Event) -> None:
         """Index until `stop` is set."""
@@ -135,7 +136,30 @@ class DocumentIndexer:
             await self.consumer.stop()
             await self.producer.stop()
 
+    def _skips_ahead(self, tp: TopicPartition, messages: Sequence[Any]) -> bool:
+        """True (and the partition sought back) when a batch starts past the position the shard
+        recorded: indexing it would leave a hole. Measured once in the add/remove-worker test:
+        after a partition came back, fetching resumed at the offset the departed worker had
+        committed, not at the resume point set on assignment. A jump that persists after one
+        seek back is compaction (those offsets no longer exist), and is accepted."""
+        recorded = self.shards.tracking_position(position_source(tp.topic, tp.partition))
+        first = messages[0].offset
+        if recorded is None or first <= recorded:
+            self._resought.pop(tp, None)
+            return False
+        if self._resought.get(tp) == (recorded, first):
+            return False
+        self._resought[tp] = (recorded, first)
+        log.warning("%s:%s fetched from %s but the shard holds up to %s; seeking back",
+                    tp.topic, tp.partition, first, recorded)
+        self.consumer.seek(tp, recorded)
+        self.stats["resought"] += 1
+        return True
+
     async def index(self, batches: dict[TopicPartition, Sequence[Any]]) -> None:
+        batches = {tp: m for tp, m in batches.items() if not self._skips_ahead(tp, m)}
+        if not batches:
+            return
         records: list[IndexRecord] = []
         positions: dict[str, int] = {}
         commits: dict[TopicPartition, OffsetAndMetadata] = {}
