@@ -67,10 +67,10 @@ class _Stream(threading.Thread):
 
 
 def _settle(settings: Settings, logs: dict[str, list[dict[str, Any]]],
-            watch: WorkerProcess) -> dict[str, Any]:
+            watch: WorkerProcess, timeout_s: float = 240) -> dict[str, Any]:
     counts = {sid: len(lines) - 1 for sid, lines in logs.items()}
     with Recall.connect(str(settings.broker), settings=settings) as recall:
-        wait_indexed(recall, counts, watch, 240)
+        wait_indexed(recall, counts, watch, timeout_s)
         return recall.index_digest()
 
 
@@ -130,6 +130,6 @@ def test_adding_and_removing_a_worker_under_load_keeps_the_index_exact(
     assert second.stop(signal.SIGTERM) == 0  # and leaves while waves still arrive
     stream.join(timeout=120)
     assert stream.error is None, stream.error
-    assert _settle(settings, logs, first) == expected
+    assert _settle(settings, logs, first, 90) == expected
     # the first worker ends with every shard, the moved ones rebuilt from the documents topic
     assert indexed_shards(tmp_path / "data-0") == set(range(settings.shards))
