@@ -110,6 +110,10 @@ class Topics:
             self.shard_requests: dict(_EPHEMERAL),
         }
 
+    def shared(self) -> list[str]:
+        """The topics every generation uses (what a client needs)."""
+        return [self.events, self.dead_letter, self.requests, self.replies]
+
     def derived(self) -> list[str]:
         """The topics of this generation alone (what retiring it deletes)."""
         return [self.documents, self.changelog, self.shard_requests]

@@ -41,7 +41,9 @@ class KafkaBackend:
         self.requester = Requester(self.bootstrap, self.topics.replies, settings.shards)
         timeout = settings.request_timeout_s
         try:
-            run_sync(self.loop, ensure_topics(self.bootstrap, self.topics), timeout)
+            # Only the shared topics: a client must not re-create a retired generation's ones.
+            run_sync(self.loop, ensure_topics(self.bootstrap, self.topics,
+                                              names=self.topics.shared()), timeout)
             run_sync(self.loop, self.requester.start(), timeout)
         except BaseException:
             self._stop_loop()
@@ -167,7 +169,7 @@ class KafkaBackend:
                                   code="STREAM_JOB_STALLED",
                                   hint="check that `recall worker` processes are running")
             time.sleep(0.5)
-        result["removed"] = []
+        result["removed"] = []  # retired generations are deleted by the workers, later
         return {**result, **self.call("index_digest", {})}
 
     def close(self) -> None:

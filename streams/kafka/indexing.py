@@ -27,6 +27,7 @@ from streams.codec import (
     error_reply,
     ok_reply,
 )
+from streams.embedded import index_config
 from streams.kafka.fleet import ensure_fleet_topics, fleet_cursor_key
 from streams.kafka.membership import instance_id
 from streams.kafka.query import answer_shard_request
@@ -63,6 +64,7 @@ class _ResumeFromShards(ConsumerRebalanceListener):  # type: ignore[misc]
                 continue
             position = self.indexer.shards.tracking_position(position_source(tp.topic,
                                                                              tp.partition))
+            self.indexer.resume_at[tp] = position
             if position is None:
                 # No local shard for this partition (a new worker, or a partition that moved
                 # here): rebuild it from the start of the compacted documents topic, not from
@@ -108,7 +110,18 @@ class DocumentIndexer:
         self.bootstrap = bootstrap
         self.shard_topic = self.topics.shard_requests
         self.query: QueryService | None = None
+        #: Per documents partition, the offset the shards hold up to (set on assignment from
+        #: their tracking tables, then advanced by each written batch; None: from the start).
+        self.resume_at: dict[TopicPartition, int | None] = {}
         self._resought: dict[TopicPartition, tuple[int, int]] = {}
+
+    @classmethod
+    def for_generation(cls, settings: Settings, generation: int) -> DocumentIndexer:
+        """This worker's indexer of one generation: shard k follows partition k of the
+        generation's documents topic, in files of its own (`Topics.index_dir`)."""
+        root = Topics.of(settings, generation).index_dir(settings.data_dir)
+        return cls(settings, ShardSet(root, index_config(settings), key_dir=root),
+                   generation=generation)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Index until `stop` is set."""
@@ -142,7 +155,7 @@ class DocumentIndexer:
         after a partition came back, fetching resumed at the offset the departed worker had
         committed, not at the resume point set on assignment. A jump that persists after one
         seek back is compaction (those offsets no longer exist), and is accepted."""
-        recorded = self.shards.tracking_position(position_source(tp.topic, tp.partition))
+        recorded = self.resume_at.get(tp)
         first = messages[0].offset
         if recorded is None or first <= recorded:
             self._resought.pop(tp, None)
@@ -177,6 +190,8 @@ class DocumentIndexer:
         except SourceConflict:
             # One record disagrees with the shard; find it by writing one at a time.
             await self._write_one_by_one(batches)
+        for tp, messages in batches.items():
+            self.resume_at[tp] = messages[-1].offset + 1
         self.stats["indexed"] += len(records)
         try:
             await self.consumer.commit(commits)

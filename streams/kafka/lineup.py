@@ -20,6 +20,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from streams.kafka.fleet import LINEUP_KEY, Lineup, control_topic
+from streams.kafka.indexing import DocumentIndexer
 from streams.settings import Settings
 from streams.topics import Topics, bootstrap_servers
 
@@ -89,14 +90,12 @@ class LineupWatcher:
             await self._delete_expired_topics(lineup)
 
     def _follow_building(self, lineup: Lineup) -> None:
-        from streams.kafka.worker import live_indexer
-
         wanted = {lineup.building} if lineup.building and lineup.building != lineup.live else set()
         for generation in set(self._building) - wanted:
             self._building.pop(generation)[1].set()
         for generation in wanted - set(self._building):
             task_stop = asyncio.Event()
-            indexer = live_indexer(self.settings, generation)
+            indexer = DocumentIndexer.for_generation(self.settings, generation)
             task = asyncio.create_task(self._index(indexer, task_stop, generation))
             self._building[generation] = (task, task_stop)
 

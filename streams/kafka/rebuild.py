@@ -175,46 +175,50 @@ async def fold_generation(settings: Settings, generation: int,
 
 
 async def committed_offsets(bootstrap: str, group: str, tps: list[TopicPartition]) -> dict[Any, int]:
+    """`group`'s committed offsets (0 where none), read once."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
                                 enable_auto_commit=False)
     await consumer.start()
     try:
-        return {tp: (await consumer.committed(tp)) or 0 for tp in tps}
+        return await _committed(consumer, tps)
     finally:
         await consumer.stop()
 
 
-async def _end_offsets(bootstrap: str, tps: list[TopicPartition]) -> dict[Any, int]:
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None)
-    await consumer.start()
-    try:
-        return dict(await consumer.end_offsets(tps))
-    finally:
-        await consumer.stop()
+async def _committed(consumer: AIOKafkaConsumer, tps: list[TopicPartition]) -> dict[Any, int]:
+    # committed() asks the group coordinator every time (aiokafka does not cache it).
+    return {tp: (await consumer.committed(tp)) or 0 for tp in tps}
 
 
 async def wait_caught_up(bootstrap: str, group: str, topic: str, partitions: int,
                          progress: Progress | None = None, *, poll_s: float = 0.5,
                          what: str = "", stall_s: float = 120.0) -> int:
-    """Until `group` has committed the end of `topic` (as of now, then as of each look);
-    returns the records it consumed. Raises JobStalled after `stall_s` without progress."""
+    """Until `group` has committed `topic`'s end offsets as of the call; returns the records
+    it consumed. Raises JobStalled after `stall_s` without progress. One consumer (outside
+    the group: it only reads offsets) serves every look."""
     tps = [TopicPartition(topic, p) for p in range(partitions)]
-    ends = await _end_offsets(bootstrap, tps)
-    total = sum(ends.values())
-    last, last_change = -1, time.monotonic()
-    while True:
-        committed = await committed_offsets(bootstrap, group, tps)
-        done = sum(min(committed[tp], ends[tp]) for tp in tps)
-        if progress is not None:
-            progress(done, total)
-        if done >= total:
-            return total
-        if done != last:
-            last, last_change = done, time.monotonic()
-        elif time.monotonic() - last_change > stall_s:
-            raise JobStalled(f"{what or group} made no progress for {stall_s:.0f} s "
-                             f"({done}/{total} records)")
-        await asyncio.sleep(poll_s)
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
+                                enable_auto_commit=False)
+    await consumer.start()
+    try:
+        ends = dict(await consumer.end_offsets(tps))
+        total = sum(ends.values())
+        last, last_change = -1, time.monotonic()
+        while True:
+            committed = await _committed(consumer, tps)
+            done = sum(min(committed[tp], ends[tp]) for tp in tps)
+            if progress is not None:
+                progress(done, total)
+            if done >= total:
+                return total
+            if done != last:
+                last, last_change = done, time.monotonic()
+            elif time.monotonic() - last_change > stall_s:
+                raise JobStalled(f"{what or group} made no progress for {stall_s:.0f} s "
+                                 f"({done}/{total} records)")
+            await asyncio.sleep(poll_s)
+    finally:
+        await consumer.stop()
 
 
 class _Lease:

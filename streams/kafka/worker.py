@@ -13,9 +13,7 @@ from typing import Any
 
 import faust
 
-from indexer import ShardSet
 from streams.app import build_app
-from streams.embedded import index_config
 from streams.kafka.coordinator import QueryCoordinator
 from streams.kafka.fleet import ensure_fleet_topics, read_lineup
 from streams.kafka.indexing import DocumentIndexer
@@ -35,18 +33,10 @@ async def _services(settings: Settings, roles: Sequence[str], live: int) -> list
     """Built inside the loop: aiokafka clients bind to the loop that creates them."""
     services: list[Any] = []
     if "index" in roles:
-        services.append(live_indexer(settings, live))
+        services.append(DocumentIndexer.for_generation(settings, live))
     if "query" in roles:
         services.append(QueryCoordinator(settings, live))
     return services
-
-
-def live_indexer(settings: Settings, generation: int) -> DocumentIndexer:
-    """Shard k of this worker follows partition k of the generation's documents topic; the
-    files are this worker's own."""
-    root = Topics.of(settings, generation).index_dir(settings.data_dir)
-    return DocumentIndexer(settings, ShardSet(root, index_config(settings), key_dir=root),
-                           generation=generation)
 
 
 def run_worker(settings: Settings, roles: Sequence[str], *, loglevel: str = "warning") -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
+from contract import drain_pages
 
 from indexer.scatter import (
     Coordinator,
@@ -32,14 +33,6 @@ def _local_scatter(shards: Any) -> Any:
     return lambda plan: [answer_shard_search(shard, plan) for shard in shards]
 
 
-def _drain(call: Any, request: dict[str, Any]) -> list[Any]:
-    items, cursor = [], None
-    while True:
-        page = call({**request, **({"cursor": cursor} if cursor else {})})
-        items.append(page["items"])
-        cursor = page.get("nextCursor")
-        if cursor is None:
-            return items
 
 
 def test_coordinator_pages_equal_the_local_service(make_index: Any) -> None:
@@ -50,8 +43,8 @@ def test_coordinator_pages_equal_the_local_service(make_index: Any) -> None:
 
     for request in ({"query": "needle", "limit": 2}, {"query": "pad needle", "limit": 3},
                     {"query": "needle", "sessionFilters": [{"kind": "parent", "values": [None]}]}):
-        local = _drain(lambda r: service.search_sessions(r, now_ms=NOW), request)
-        remote = _drain(lambda r: coordinator.search_sessions(r, now_ms=NOW, scatter=scatter),
+        local = drain_pages(lambda r: service.search_sessions(r, now_ms=NOW), request)
+        remote = drain_pages(lambda r: coordinator.search_sessions(r, now_ms=NOW, scatter=scatter),
                         request)
         assert remote == local and sum(len(p) for p in local) > 0
     # cursors are interchangeable: a coordinator's cursor works on the service and back

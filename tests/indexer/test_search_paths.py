@@ -9,6 +9,7 @@ import sqlite3
 from typing import Any
 
 import pytest
+from contract import drain_pages
 
 import indexer.service
 from indexer.normalize import fts_phrase
@@ -35,14 +36,6 @@ def _fill(shards: Any, seed: int = 7) -> None:
         shards.write_batch(texts_session(f"s{s:02d}", texts, created=1000 + s, times=times), {})
 
 
-def _drain(call: Any, request: dict[str, Any]) -> list[Any]:
-    pages, cursor = [], None
-    while True:
-        page = call({**request, **({"cursor": cursor} if cursor else {})})
-        pages.append(page["items"])
-        cursor = page.get("nextCursor")
-        if cursor is None:
-            return pages
 
 
 REQUESTS = [{"query": q, "limit": limit} for q in ("needle", "needle needle", "hay stack", "cafe",
@@ -98,9 +91,9 @@ def test_threaded_scatter_and_coordinator_equal_sequential(make_index: Any,
     def everything() -> list[Any]:
         out = []
         for request in requests:
-            out.append(_drain(lambda r: service.search_sessions(r, now_ms=NOW), request))
+            out.append(drain_pages(lambda r: service.search_sessions(r, now_ms=NOW), request))
             for sid in ("s00", "s03", "s07"):
-                out.append(_drain(lambda r: service.search_events(r, now_ms=NOW),
+                out.append(drain_pages(lambda r: service.search_events(r, now_ms=NOW),
                                   {**request, "sessionId": sid}))
         return out
 
@@ -116,8 +109,8 @@ def test_threaded_scatter_and_coordinator_equal_sequential(make_index: Any,
         return [answer_shard_search(shard, plan) for shard in shards]
 
     for request in requests:
-        local = _drain(lambda r: service.search_sessions(r, now_ms=NOW), request)
-        remote = _drain(lambda r: coordinator.search_sessions(r, now_ms=NOW, scatter=scatter),
+        local = drain_pages(lambda r: service.search_sessions(r, now_ms=NOW), request)
+        remote = drain_pages(lambda r: coordinator.search_sessions(r, now_ms=NOW, scatter=scatter),
                         request)
         assert remote == local
 

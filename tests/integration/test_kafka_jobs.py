@@ -25,7 +25,7 @@ from streams.facade import Recall
 from streams.kafka.fleet import read_lineup
 from streams.kafka.rebuild import committed_offsets
 from streams.settings import Settings
-from streams.topics import Topics
+from streams.topics import Topics, bootstrap_servers
 from tests.integration.kafkaio import REPO, WorkerProcess, publish, worker_env
 from tests.integration.test_kafka_contract import cli_env, expected_counts, wait_indexed
 
@@ -112,7 +112,7 @@ def _topics(settings: Settings) -> set[str]:
     from aiokafka.admin import AIOKafkaAdminClient
 
     async def names() -> set[str]:
-        admin = AIOKafkaAdminClient(bootstrap_servers=settings_bootstrap(settings))
+        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers(str(settings.broker)))
         await admin.start()
         try:
             return set(await admin.list_topics())
@@ -127,10 +127,6 @@ def _eventually(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
     while not condition():
         assert time.monotonic() < deadline, "condition not reached in time"
         time.sleep(0.2)
-
-
-def settings_bootstrap(settings: Settings) -> str:
-    return str(settings.broker).split("://", 1)[-1]
 
 
 def _job(settings: Settings, broker_env: dict[str, str], name: str) -> subprocess.Popen[bytes]:
@@ -185,14 +181,14 @@ def test_kill_minus_nine_during_kafka_reindex_and_replay_then_resume(
 
 
 def _lineup(settings: Settings) -> Any:
-    return asyncio.run(read_lineup(settings_bootstrap(settings), settings.topic_prefix))
+    return asyncio.run(read_lineup(bootstrap_servers(str(settings.broker)), settings.topic_prefix))
 
 
 def _committed_total(settings: Settings, group: str) -> int:
     from aiokafka import TopicPartition
 
     tps = [TopicPartition(Topics.of(settings).events, p) for p in range(settings.shards)]
-    return sum(asyncio.run(committed_offsets(settings_bootstrap(settings), group, tps)).values())
+    return sum(asyncio.run(committed_offsets(bootstrap_servers(str(settings.broker)), group, tps)).values())
 
 
 def _wait_for(condition: Callable[[], bool], job: subprocess.Popen[bytes]) -> None:

@@ -8,6 +8,7 @@ on its own answers, and the Kafka suite also asserts its answers equal the embed
 from __future__ import annotations
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -45,17 +46,24 @@ def contract_corpus(directory: Path) -> list[Path]:
     return sorted(directory.glob("*.jsonl"))
 
 
-def _drain(recall: Any, method: str, request: dict[str, Any]) -> list[Any]:
-    """Follow every cursor; return the items of all pages."""
-    items: list[Any] = []
+def drain_pages(call: Callable[[dict[str, Any]], dict[str, Any]],
+                request: dict[str, Any]) -> list[list[Any]]:
+    """Follow every cursor of `call(request)`; return each page's items (at most 100 pages)."""
+    pages: list[list[Any]] = []
     cursor = None
     for _ in range(100):
-        page = getattr(recall, method)(request={**request, **({"cursor": cursor} if cursor else {})})
-        items.extend(page["items"])
+        page = call({**request, **({"cursor": cursor} if cursor else {})})
+        pages.append(page["items"])
         cursor = page.get("nextCursor")
         if cursor is None:
-            return items
+            return pages
     raise AssertionError("paging did not end")
+
+
+def _drain(recall: Any, method: str, request: dict[str, Any]) -> list[Any]:
+    """The items of all pages, in order."""
+    pages = drain_pages(lambda r: getattr(recall, method)(request=r), request)
+    return [item for page in pages for item in page]
 
 
 QUERIES: list[tuple[str, dict[str, Any]]] = [
