@@ -5,13 +5,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import faust
 from aiokafka import AIOKafkaProducer
+from faust.types.tuples import ack_lock
 
-from projections.errors import INGEST_SEQ_GAP
 from streams.codec import (
     DeadLetter,
     dead_letter_key,
@@ -19,7 +21,14 @@ from streams.codec import (
     encode_dead_letter,
     encode_document,
 )
-from streams.kafka.foldstep import FoldProcessor, Overlay, StateView
+from streams.kafka.foldstep import (
+    FoldProcessor,
+    Overlay,
+    StateView,
+    decode_position,
+    encode_position,
+    position_key,
+)
 from streams.kafka.table import PartitionedTable
 from streams.settings import Settings
 from streams.topics import FOLD_TABLE, Topics, bootstrap_servers
@@ -48,64 +57,167 @@ class _TableView:
         return value
 
 
+@dataclass(slots=True)
+class Delivery:
+    """What `fold_messages` made of a batch. `unread`: records ahead of their partition's
+    position (some record before them was not delivered): not folded, and not to be counted as
+    processed; `resume`: partition -> the offset to read again from."""
+
+    unread: list[Any] = field(default_factory=list)
+    resume: dict[int, int] = field(default_factory=dict)
+
+
+class FoldPositions:
+    """The fold's read position per events partition, so the fold is a function of the log
+    whatever order faust delivers records in.
+
+    The position is the table record `position_key(k)`, written after each batch's other writes
+    and recovered with them, so it always describes the state beside it. A record at the
+    position is folded and moves it; a record before it was folded already (a redelivery);
+    a record past it means faust skipped records (measured: records fetched before a
+    rebalance's seek, delivered after it, while the re-fetched ones were dropped; faust then
+    committed past the hole, and its gap check is off by one). Those are not folded, their
+    offsets are not offered for commit, and the partition is sought back to the position.
+    Partition positions are also where faust's post-rebalance seek goes, instead of the
+    group's committed offsets (see streams.kafka.membership.patch_consumers)."""
+
+    #: Between two seek-backs of one partition: buffered records that were fetched before the
+    #: first one land past the position too and must not trigger a seek each.
+    RESEEK_S = 1.0
+
+    def __init__(self, table: PartitionedTable, topic: str) -> None:
+        self.table, self.topic = table, topic
+        #: Where the last seek of this assignment put partitions without a recorded position.
+        self.starts: dict[int, int] = {}
+        self._sought: dict[int, float] = {}
+
+    @property
+    def view(self) -> StateView:
+        return _TableView(self.table)  # faust creates the table's store lazily
+
+    def recorded(self, partition: int) -> int | None:
+        return decode_position(self.view.get(position_key(partition)))
+
+    def forget(self) -> None:
+        """A rebalance began: seek starts belong to the old assignment."""
+        self.starts.clear()
+
+    async def seek(self, consumer: Any) -> None:
+        """After faust's seek to the committed offsets: every assigned events partition to its
+        recorded position, or to its earliest offset if it has none."""
+        tps = [tp for tp in consumer.assignment() if tp.topic == self.topic]
+        recorded = {tp: self.recorded(tp.partition) for tp in tps}
+        targets = {tp: offset for tp, offset in recorded.items() if offset is not None}
+        fresh = [tp for tp, offset in recorded.items() if offset is None]
+        if fresh:
+            targets.update(await consumer.earliest_offsets(*fresh))
+        if not targets:
+            return
+        await consumer.seek_wait(targets)
+        self.starts.update({tp.partition: offset for tp, offset in targets.items()})
+        # faust's gap check counts from here: it ignores acks below, never commits a hole above
+        consumer._committed_offset.update({tp: offset or None for tp, offset in targets.items()})
+
+    async def seek_back(self, consumer: Any, resume: dict[int, int]) -> None:
+        now = time.monotonic()
+        targets = {}
+        for partition, offset in resume.items():
+            if now - self._sought.get(partition, -self.RESEEK_S) >= self.RESEEK_S:
+                self._sought[partition] = now
+                targets[partition] = offset
+        assigned = {tp.partition: tp for tp in consumer.assignment() if tp.topic == self.topic}
+        seeks = {assigned[p]: offset for p, offset in targets.items() if p in assigned}
+        if seeks:
+            log.info("fold: records past the read position; seeking back %s", seeks)
+            try:
+                await consumer.seek_wait(seeks)
+            except Exception:  # revoked meanwhile: the next owner seeks from the table anyway
+                log.info("fold: seek back failed", exc_info=True)
+
+
 async def fold_batch(producer: AIOKafkaProducer, topics: Topics, table: PartitionedTable,
-                     processor: FoldProcessor, events: Sequence[Any]) -> None:
+                     processor: FoldProcessor, positions: FoldPositions,
+                     events: Sequence[Any]) -> Delivery:
     """Fold a batch of faust events against the fold table (see `fold_messages`)."""
-
-    def stale(msg: Any) -> bool:
-        # Fetched before the latest rebalance: faust has sought its partition back to the
-        # committed offset, so the record comes again, in order.
-        fetched_in = getattr(msg, "generation_id", None)
-        return fetched_in is not None and fetched_in != table.app.consumer_generation_id
-
-    await fold_messages(producer, topics, _TableView(table), table.write, processor,
-                        [event.message for event in events], stale=stale)
+    delivery = await fold_messages(producer, topics, positions.view, table.write, processor,
+                                   [event.message for event in events], starts=positions.starts)
+    if delivery.resume:
+        await positions.seek_back(table.app.consumer, delivery.resume)
+    return delivery
 
 
 async def fold_messages(producer: AIOKafkaProducer, topics: Topics, view: StateView,
                         write: TableWrite, processor: FoldProcessor,
                         messages: Sequence[Any],
-                        stale: Callable[[Any], bool] | None = None) -> None:
+                        starts: Mapping[int, int] | None = None) -> Delivery:
     """Fold a batch of events-topic records (anything with topic, partition, offset, key and
-    value). Order of effects (at-least-once, no transactions):
+    value), each partition strictly in offset order from its recorded position (or `starts`
+    where none is recorded yet; with neither, nothing of that partition is read). Order of
+    effects (at-least-once, no transactions):
     1. fold every record against the table plus the batch's pending writes;
     2. produce documents and dead letters to the source record's partition, await their acks;
-    3. only then write the table (changelog), meta records last.
+    3. only then write the table (changelog): sessions, their meta records, then positions.
     A crash before 3 replays the batch (its documents are re-sent; the indexer upserts); a crash
-    after 3 makes the redelivered records exact duplicates, whose documents are already acked.
+    after 3 makes the redelivered records land before the position, skipped.
     The live agent and the reindex job (streams.kafka.rebuild) both fold through here."""
     overlays: dict[int, Overlay] = {}
+    reading: dict[int, int | None] = {}
+    began: dict[int, int | None] = {}
+    delivery = Delivery()
     pending: list[Any] = []
     for msg in messages:
-        overlay = overlays.get(msg.partition)
+        partition = msg.partition
+        overlay = overlays.get(partition)
         if overlay is None:
-            overlay = overlays[msg.partition] = Overlay(view)
+            overlay = overlays[partition] = Overlay(view)
+            recorded = decode_position(view.get(position_key(partition)))
+            reading[partition] = began[partition] = (
+                recorded if recorded is not None else (starts or {}).get(partition))
+        at = reading[partition]
+        if at is None or msg.offset > at:
+            delivery.unread.append(msg)
+            if at is not None:
+                delivery.resume.setdefault(partition, at)
+            processor.stats["unread"] += 1
+            continue
+        if msg.offset < at:
+            processor.stats["reread"] += 1
+            continue
+        reading[partition] = at + 1
         out = processor.fold_record(overlay, msg.key, msg.value)
         if out.rejection is not None:
-            if out.rejection.code == INGEST_SEQ_GAP and stale is not None and stale(msg):
-                # Ahead of its predecessors only because a rebalance re-fetches them: not a gap
-                # in the log, and it is redelivered after them.
-                processor.stats["stale_ahead"] += 1
-                continue
-            letter = DeadLetter.of(topic=msg.topic, partition=msg.partition, offset=msg.offset,
+            letter = DeadLetter.of(topic=msg.topic, partition=partition, offset=msg.offset,
                                    key=msg.key, value=msg.value, code=out.rejection.code,
                                    reason=out.rejection.message)
             pending.append(await producer.send(topics.dead_letter, encode_dead_letter(letter),
                                                key=dead_letter_key(letter),
-                                               partition=msg.partition))
+                                               partition=partition))
             continue
         overlay.put(out.writes)
         for record in out.documents:
             pending.append(await producer.send(topics.documents, encode_document(record),
                                                key=document_key(record),
-                                               partition=msg.partition))
+                                               partition=partition))
     if pending:
         await asyncio.gather(*pending)
     for partition, overlay in overlays.items():
-        await write(partition, overlay.drain())
+        records = list(overlay.drain())
+        moved = reading[partition]
+        if moved is not None and moved != began[partition]:
+            records.append((position_key(partition), encode_position(moved)))
+        if records:
+            await write(partition, records)
+    return delivery
 
 
-async def fold_held(stream: Any, batch: Sequence[Any], work: Awaitable[None]) -> None:
+def release_unread(consumer: Any, message: Any) -> None:
+    """Let go of a record without offering its offset for commit (it is read again)."""
+    with ack_lock:
+        message.acked = True  # every later ack of it is a no-op
+    consumer._unacked_messages.discard(message)
+
+
+async def fold_held(stream: Any, batch: Sequence[Any], work: Awaitable[Delivery]) -> None:
     """Run `work` on `batch` with the batch's offsets held back until it is done.
 
     take_events acks a batch when the generator resumes *or is closed*, so a batch interrupted
@@ -113,11 +225,12 @@ async def fold_held(stream: Any, batch: Sequence[Any], work: Awaitable[None]) ->
     without its table writes: the next owner then folded the following events onto a state
     that missed the batch (INGEST_SEQ_GAP, measured in the add/remove-worker test). One extra
     reference per message means take_events' own ack cannot release it; ours does, after the
-    writes. An interrupted batch stays uncommitted and is redelivered."""
+    writes. An interrupted batch stays uncommitted and is redelivered; records the fold left
+    unread are released without being offered for commit."""
     for event in batch:
         event.message.incref()
     try:
-        await work
+        delivery = await work
     except asyncio.CancelledError:
         raise  # the hold stays: uncommitted, redelivered to the next owner
     except Exception:
@@ -125,8 +238,12 @@ async def fold_held(stream: Any, batch: Sequence[Any], work: Awaitable[None]) ->
         # rebalance (faust waits for in-flight messages). Exit and restart from the commits.
         log.critical("fold batch failed; exiting so the batch is redelivered", exc_info=True)
         os._exit(70)
+    unread = {id(msg) for msg in delivery.unread}
     for event in batch:
-        await stream.ack(event)
+        if id(event.message) in unread:
+            release_unread(stream.app.consumer, event.message)
+        else:
+            await stream.ack(event)
 
 
 def register_fold_agent(app: faust.App, settings: Settings, topics: Topics) -> FoldProcessor:
@@ -141,6 +258,13 @@ def register_fold_agent(app: faust.App, settings: Settings, topics: Topics) -> F
     source = app.topic(topics.events, key_type=bytes, value_type=bytes,
                        partitions=settings.shards)
     processor = FoldProcessor(max_event_bytes=settings.max_event_bytes)
+    positions = FoldPositions(table, topics.events)
+    app.fold_positions = positions  # type: ignore[attr-defined]  # read by the seek patch
+
+    async def forget_starts(sender: Any, revoked: Any, **kwargs: Any) -> None:
+        positions.forget()
+
+    app.on_partitions_revoked.connect(forget_starts)  # type: ignore[arg-type]
 
     @app.agent(source, name="fold")
     async def fold(stream: faust.StreamT[bytes]) -> None:
@@ -156,7 +280,7 @@ def register_fold_agent(app: faust.App, settings: Settings, topics: Topics) -> F
             batches = stream.take_events(BATCH_MAX, within=BATCH_WITHIN_S)  # type: ignore[attr-defined]
             async for batch in batches:
                 await fold_held(stream, batch, fold_batch(producer, topics, table, processor,
-                                                          batch))
+                                                          positions, batch))
         finally:
             await producer.stop()
 

@@ -11,6 +11,10 @@ follow the session's partition):
 An event therefore rewrites the meta, the page(s) it changed and the small digest window; a
 batch writes each of those once per session. Table bytes per event stay flat however long the
 session grows.
+
+One more key per events partition `k`, `"\\x00next\\x00<k>"`, holds the next events-topic offset
+the fold reads on that partition (written last in every batch, pinned to changelog partition k):
+the fold's own read position, recovered with the state it describes (see streams.agents).
 """
 
 from __future__ import annotations
@@ -58,6 +62,20 @@ class StateView(Protocol):
 
 def table_key(session_id: str, suffix: str) -> str:
     return f"{session_id}{SEP}{suffix}"
+
+
+def position_key(partition: int) -> str:
+    """The table key of events partition `partition`'s next offset to fold (no session id is
+    empty, so it cannot collide with a session's keys)."""
+    return f"{SEP}next{SEP}{partition}"
+
+
+def encode_position(offset: int) -> bytes:
+    return str(offset).encode("ascii")
+
+
+def decode_position(raw: bytes | None) -> int | None:
+    return None if raw is None else int(raw)
 
 
 def digest(raw: bytes) -> str:

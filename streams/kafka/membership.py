@@ -22,6 +22,12 @@ re-fetched records are dropped *and* their offsets committed: one lost event per
 measured (an event never folded, the session's later events parked as INGEST_SEQ_GAP). Our fold
 is idempotent (a redelivered event is recognised by seq and digest), so the worker turns that
 bookkeeping off: every fetched record is delivered, and no gap is ever assumed acked.
+
+Even so, faust was measured delivering records past a hole (fetched before its post-rebalance
+seek, delivered during it, the records before them dropped) and committing past the hole (its
+gap check is off by one). The fold therefore keeps its own read position per events partition
+in its table (streams.agents.FoldPositions), and faust's post-rebalance seek is extended to go
+there rather than to the committed offsets.
 """
 
 from __future__ import annotations
@@ -92,6 +98,17 @@ class _NothingRead(dict[Any, Any]):
 
 
 _faust_consumer_init = faust_consumer.Consumer.__init__
+_faust_perform_seek = faust_consumer.Consumer.perform_seek
+
+
+async def _perform_seek_to_fold_positions(self: Any) -> None:
+    # faust seeks every assigned partition to its committed offset after a rebalance; the fold
+    # reads the events topic from the positions recorded in its table instead (see
+    # streams.agents.FoldPositions), which committed offsets can overtake.
+    await _faust_perform_seek(self)
+    positions = getattr(self.app, "fold_positions", None)
+    if positions is not None:
+        await positions.seek(self)
 
 
 def _init_without_read_offsets(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -105,3 +122,4 @@ def patch_consumers() -> None:
     group_coordinator.GroupCoordinator._maybe_leave_group = _leave_group
     AIOKafkaConsumer.seek_to_committed = _seek_to_committed_or_beginning
     faust_consumer.Consumer.__init__ = _init_without_read_offsets  # type: ignore[method-assign]
+    faust_consumer.Consumer.perform_seek = _perform_seek_to_fold_positions  # type: ignore[method-assign]

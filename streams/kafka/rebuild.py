@@ -31,7 +31,7 @@ from aiokafka.structs import OffsetAndMetadata
 from projections.errors import RecallError
 from streams.agents import fold_messages
 from streams.kafka.fleet import Lineup, ensure_fleet_topics, publish_lineup, read_lineup
-from streams.kafka.foldstep import FoldProcessor
+from streams.kafka.foldstep import FoldProcessor, decode_position, position_key
 from streams.settings import Settings
 from streams.topics import Topics, bootstrap_servers, ensure_topics
 
@@ -87,6 +87,10 @@ async def _read_table(bootstrap: str, topics: Topics) -> dict[str, bytes]:
         return table
     finally:
         await consumer.stop()
+
+
+def _recorded(table: _ChangelogTable, partition: int) -> int | None:
+    return decode_position(table.get(position_key(partition)))
 
 
 async def _positions(consumer: AIOKafkaConsumer, tps: list[TopicPartition]) -> dict[Any, int]:
@@ -147,6 +151,7 @@ async def fold_generation(settings: Settings, generation: int,
             else:
                 consumer.seek(tp, committed)
         starts = await _positions(consumer, tps)
+        reads = {tp.partition: offset for tp, offset in starts.items()}
         ends = await consumer.end_offsets(tps)
         while True:
             total = sum(max(0, ends[tp] - starts[tp]) for tp in tps)
@@ -160,10 +165,16 @@ async def fold_generation(settings: Settings, generation: int,
             messages = [m for tp in sorted(batches) for m in batches[tp]]
             if not messages:
                 continue
-            await fold_messages(table.producer, topics, table, table.write, processor, messages)
+            delivery = await fold_messages(table.producer, topics, table, table.write,
+                                           processor, messages, starts=reads)
             await table.producer.flush()
-            await consumer.commit({tp: OffsetAndMetadata(batch[-1].offset + 1, "")
-                                   for tp, batch in batches.items()})
+            # the table's positions, not the batch ends: a consumer seeks nothing by itself,
+            # but a resumed run's table may be ahead of its commits (killed in between)
+            await consumer.commit({tp: OffsetAndMetadata(position, "")
+                                   for tp in batches
+                                   if (position := _recorded(table, tp.partition)) is not None})
+            for partition, offset in delivery.resume.items():
+                consumer.seek(TopicPartition(topics.events, partition), offset)
             folded += len(messages)
             if progress is not None:
                 positions = await _positions(consumer, tps)
