@@ -87,6 +87,11 @@ class FoldPositions:
 
     def __init__(self, table: PartitionedTable, topic: str) -> None:
         self.table, self.topic = table, topic
+        #: The table holds every assigned partition's state (faust's recovery after the last
+        #: rebalance is complete). Until then nothing is read: a write made meanwhile would be
+        #: overwritten in memory by the recovery yet stay last in the changelog, measured: a
+        #: seek ran mid-recovery, before the moved partitions' positions were back.
+        self.ready = False
         #: Where the last seek of this assignment put partitions without a recorded position.
         self.starts: dict[int, int] = {}
         self._sought: dict[int, float] = {}
@@ -99,12 +104,19 @@ class FoldPositions:
         return decode_position(self.view.get(position_key(partition)))
 
     def forget(self) -> None:
-        """A rebalance began: seek starts belong to the old assignment."""
+        """A rebalance began: nothing is read until the table is recovered; seek starts
+        belong to the old assignment."""
+        self.ready = False
         self.starts.clear()
+
+    async def recovered(self) -> None:
+        self.ready = True
 
     async def seek(self, consumer: Any) -> None:
         """After faust's seek to the committed offsets: every assigned events partition to its
         recorded position, or to its earliest offset if it has none."""
+        if not self.ready:
+            return  # faust seeks again once its recovery completes
         tps = [tp for tp in consumer.assignment() if tp.topic == self.topic]
         recorded = {tp: self.recorded(tp.partition) for tp in tps}
         targets = {tp: offset for tp, offset in recorded.items() if offset is not None}
@@ -139,6 +151,9 @@ async def fold_batch(producer: AIOKafkaProducer, topics: Topics, table: Partitio
                      processor: FoldProcessor, positions: FoldPositions,
                      events: Sequence[Any]) -> Delivery:
     """Fold a batch of faust events against the fold table (see `fold_messages`)."""
+    if not positions.ready:
+        processor.stats["unread"] += len(events)
+        return Delivery(unread=[event.message for event in events])
     delivery = await fold_messages(producer, topics, positions.view, table.write, processor,
                                    [event.message for event in events], starts=positions.starts)
     if delivery.resume:
@@ -265,6 +280,7 @@ def register_fold_agent(app: faust.App, settings: Settings, topics: Topics) -> F
         positions.forget()
 
     app.on_partitions_revoked.connect(forget_starts)  # type: ignore[arg-type]
+    table.on_recover(positions.recovered)
 
     @app.agent(source, name="fold")
     async def fold(stream: faust.StreamT[bytes]) -> None:

@@ -13,7 +13,7 @@ from faust.types.tuples import Message
 
 from projections.errors import INGEST_SEQ_GAP
 from projections.records import EventRecord
-from streams.agents import Delivery, fold_held, fold_messages
+from streams.agents import Delivery, FoldPositions, fold_batch, fold_held, fold_messages
 from streams.codec import decode_document
 from streams.kafka.foldstep import FoldProcessor, decode_position, position_key
 from streams.topics import Topics
@@ -181,7 +181,7 @@ class _Fold:
         return []
 
     def run(self, records: list[_Record], starts: dict[int, int] | None = None) -> Delivery:
-        return asyncio.run(fold_messages(self.producer, TOPICS, self.table,  # type: ignore[arg-type]
+        return asyncio.run(fold_messages(self.producer, TOPICS, self.table,
                                          self._write, self.processor, records, starts=starts))
 
     def position(self, partition: int = 0) -> int | None:
@@ -253,3 +253,30 @@ def test_partitions_keep_separate_positions() -> None:
                         starts={1: 0, 2: 4})
     assert [r.partition for r in delivery.unread] == [2] and delivery.resume == {2: 4}
     assert fold.position(1) == 1 and fold.position(2) is None
+
+
+class _RecordEvent:
+    def __init__(self, record: _Record) -> None:
+        self.message = record
+
+
+def test_nothing_is_folded_until_the_table_is_recovered_after_a_rebalance() -> None:
+    fold = _Fold()
+
+    class _Table:
+        data = fold.table
+        write = fold._write
+
+    positions = FoldPositions(_Table(), TOPICS.events)  # type: ignore[arg-type]
+    events = [_RecordEvent(_Record(n, LOG[n])) for n in range(3)]
+
+    def run() -> Delivery:
+        return asyncio.run(fold_batch(fold.producer, TOPICS, _Table(),  # type: ignore[arg-type]
+                                      fold.processor, positions, events))
+
+    assert run().unread == [e.message for e in events] and not fold.producer.sent
+    asyncio.run(positions.recovered())
+    positions.starts[0] = 0  # what the seek after the recovery does
+    assert run() == Delivery() and fold.folded_seqs() == [0, 1]
+    positions.forget()  # the next rebalance: the moved partitions' state is not back yet
+    assert run().unread == [e.message for e in events] and positions.starts == {}
