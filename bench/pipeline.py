@@ -48,7 +48,8 @@ publishes them.
    is summed over the records whose key starts with `<session id>\\0` (meta, pages, header,
    digests). `changelog_bytes_per_event_<size>` = that sum ÷ the session's events. The worker
    folds in batches (take_events 500), so a session's keys are written once per batch it
-   appears in, not once per event.
+   appears in, not once per event. The fold's read-position records (`\\0next\\0<partition>`, one
+   per partition per batch, shared by every session of the partition) are not in the sum.
 
 4. Reindex and replay (issue: replay and reindex), prefix A after step 1: ONE worker with all roles
    on the step-1 worker's data dir (generation 1 already indexed). `Recall.reindex()` is timed

@@ -10,6 +10,8 @@ from typing import Any
 
 import orjson
 import pytest
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.structs import OffsetAndMetadata
 from factories import assistant, checkpoint, header, log_only, tool_result, user
 
 from projections.errors import (
@@ -182,3 +184,52 @@ def test_restart_recovers_fold_state_from_the_changelog(
         [INGEST_DUPLICATE_CONFLICT, INGEST_SEQ_GAP]), second.log_tail()
     assert {p.original_value() for p in parked.values()} == {wave2[2][1], wave2[3][1]}
 
+
+
+async def commit_at_end(bootstrap: str, group: str, topic: str, partitions: int) -> dict[Any, int]:
+    """Commit `group`'s offsets at the end of `topic`, from outside the (empty) group."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
+                                enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        ends = await consumer.end_offsets(tps)
+        await consumer.commit({tp: OffsetAndMetadata(end, "") for tp, end in ends.items()})
+        return {tp: await consumer.committed(tp) for tp in tps}
+    finally:
+        await consumer.stop()
+
+
+def test_the_fold_resumes_at_its_table_positions_when_commits_ran_ahead(
+        broker: Any, settings: Settings, worker_factory: Any) -> None:
+    """faust was measured committing past records it never delivered (around rebalances). The
+    fold resumes at the read positions kept in its table, not at the group's commits, so such a
+    commit loses nothing."""
+    topics = Topics.of(settings)
+    bootstrap = broker.bootstrap
+    run(ensure_topics(bootstrap, topics))
+    first = worker_factory(("fold",))
+    wave1 = session("c-1", 3) + session("c-2", 3) + session("c-3", 3)
+    run(produce(bootstrap, topics.events, wave1))
+    docs = run(read_topic(bootstrap, topics.documents, expect=len(wave1), worker=first))
+    assert len(docs) == len(wave1), first.log_tail()
+    time.sleep(1.0)  # let the changelog writes after the document acks reach the broker
+    assert first.stop(signal.SIGTERM) == 0, first.log_tail()
+
+    wave2 = [(sid, line(assistant(3, f"{sid.decode()} while stopped")))
+             for sid in (b"c-1", b"c-2", b"c-3")]
+    run(produce(bootstrap, topics.events, wave2))
+    # the hole such a commit leaves: every partition committed at its end, past wave 2
+    committed = run(commit_at_end(bootstrap, topics.fold_app_id, topics.events,
+                                  topics.partitions))
+    assert sum(committed.values()) == len(wave1) + len(wave2)
+
+    second = worker_factory(("fold",))
+    docs = run(read_topic(bootstrap, topics.documents, expect=len(wave1) + len(wave2),
+                          settle_s=1.0, worker=second))
+    seqs = {(d.session_id, d.seq) for d in (decode_document(r.value or b"") for r in docs)
+            if isinstance(d, EventRecord)}
+    assert {(sid, 3) for sid in ("c-1", "c-2", "c-3")} <= seqs, second.log_tail()
+    assert len(unique(docs)) == len(wave1) + len(wave2)
+    assert run(read_topic(bootstrap, topics.dead_letter, expect=1, timeout_s=1.0)) == []
