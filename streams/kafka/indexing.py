@@ -48,30 +48,40 @@ def position_source(topic: str, partition: int) -> str:
 
 class _ResumeFromShards(ConsumerRebalanceListener):  # type: ignore[misc]
     """On assignment, seek each partition to the offset its shard recorded (not the group's
-    committed offset, which may lag the shard after a crash between the two commits)."""
+    committed offset, which may lag the shard after a crash between the two commits, and is
+    another worker's after a partition moved here).
+
+    aiokafka starts fetching a new assignment from the committed offsets *before* it calls this
+    listener, so the index loop could index records fetched from there before the seek:
+    measured on tansu, a partition that moved back to a worker was indexed from the departed
+    worker's commit, past the sessions' headers. The loop therefore indexes a partition only
+    once this listener has named its resume point (`resume_at`)."""
 
     def __init__(self, indexer: DocumentIndexer) -> None:
         self.indexer = indexer
 
     async def on_partitions_revoked(self, revoked: Any) -> None:
-        return None
+        for tp in revoked:
+            self.indexer.resume_at.pop(tp, None)
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
+        consumer = self.indexer.consumer
         for tp in assigned:
             if tp.topic == self.indexer.shard_topic:
-                # Requests older than now were for the previous owner and are past caring.
-                await self.indexer.consumer.seek_to_end(tp)
                 continue
             position = self.indexer.shards.tracking_position(position_source(tp.topic,
                                                                              tp.partition))
-            self.indexer.resume_at[tp] = position
             if position is None:
                 # No local shard for this partition (a new worker, or a partition that moved
                 # here): rebuild it from the start of the compacted documents topic, not from
                 # the previous owner's committed offset.
-                await self.indexer.consumer.seek_to_beginning(tp)
-            else:
-                self.indexer.consumer.seek(tp, position)
+                position = (await consumer.beginning_offsets([tp]))[tp]
+            consumer.seek(tp, position)
+            self.indexer.resume_at[tp] = position
+        for tp in assigned:
+            if tp.topic == self.indexer.shard_topic:
+                # Requests older than now were for the previous owner and are past caring.
+                await consumer.seek_to_end(tp)
 
 
 class DocumentIndexer:
@@ -110,9 +120,9 @@ class DocumentIndexer:
         self.bootstrap = bootstrap
         self.shard_topic = self.topics.shard_requests
         self.query: QueryService | None = None
-        #: Per documents partition, the offset the shards hold up to (set on assignment from
-        #: their tracking tables, then advanced by each written batch; None: from the start).
-        self.resume_at: dict[TopicPartition, int | None] = {}
+        #: Per assigned documents partition, the offset the shards hold up to (set on
+        #: assignment from their tracking tables, then advanced by each written batch).
+        self.resume_at: dict[TopicPartition, int] = {}
         self._resought: dict[TopicPartition, tuple[int, int]] = {}
 
     @classmethod
@@ -155,9 +165,9 @@ class DocumentIndexer:
         after a partition came back, fetching resumed at the offset the departed worker had
         committed, not at the resume point set on assignment. A jump that persists after one
         seek back is compaction (those offsets no longer exist), and is accepted."""
-        recorded = self.resume_at.get(tp)
+        recorded = self.resume_at[tp]
         first = messages[0].offset
-        if recorded is None or first <= recorded:
+        if first <= recorded:
             self._resought.pop(tp, None)
             return False
         if self._resought.get(tp) == (recorded, first):
@@ -170,7 +180,12 @@ class DocumentIndexer:
         return True
 
     async def index(self, batches: dict[TopicPartition, Sequence[Any]]) -> None:
-        batches = {tp: m for tp, m in batches.items() if not self._skips_ahead(tp, m)}
+        # A partition without a resume point was fetched before the assignment listener ran;
+        # its seek fetches these records again.
+        unplaced = [tp for tp in batches if tp not in self.resume_at]
+        self.stats["unplaced"] += sum(len(batches[tp]) for tp in unplaced)
+        batches = {tp: m for tp, m in batches.items()
+                   if tp in self.resume_at and not self._skips_ahead(tp, m)}
         if not batches:
             return
         records: list[IndexRecord] = []

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.structs import OffsetAndMetadata
 
 from tests.integration.brokers import Broker
 
@@ -75,6 +76,24 @@ async def read_topic(bootstrap: str, topic: str, *, expect: int, timeout_s: floa
     finally:
         await consumer.stop()
     return out
+
+
+async def commit_group(bootstrap: str, group: str, topic: str, partitions: int,
+                       back: int = 0) -> dict[Any, int]:
+    """Commit `group`'s offsets `back` records before the end of each partition of `topic`, from
+    outside the (empty) group, as a commit that ran ahead of the group's work would leave them."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
+                                enable_auto_commit=False)
+    await consumer.start()
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        ends = await consumer.end_offsets(tps)
+        await consumer.commit({tp: OffsetAndMetadata(max(0, end - back), "")
+                               for tp, end in ends.items()})
+        return {tp: await consumer.committed(tp) for tp in tps}
+    finally:
+        await consumer.stop()
 
 
 @dataclass

@@ -10,8 +10,6 @@ from typing import Any
 
 import orjson
 import pytest
-from aiokafka import AIOKafkaConsumer, TopicPartition
-from aiokafka.structs import OffsetAndMetadata
 from factories import assistant, checkpoint, header, log_only, tool_result, user
 
 from projections.errors import (
@@ -27,7 +25,7 @@ from projections.records import EventRecord, HeaderRecord
 from streams.codec import decode_dead_letter, decode_document
 from streams.settings import Settings
 from streams.topics import Topics, ensure_topics
-from tests.integration.kafkaio import Record, produce, read_topic
+from tests.integration.kafkaio import Record, commit_group, produce, read_topic
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
 
@@ -186,21 +184,6 @@ def test_restart_recovers_fold_state_from_the_changelog(
 
 
 
-async def commit_at_end(bootstrap: str, group: str, topic: str, partitions: int) -> dict[Any, int]:
-    """Commit `group`'s offsets at the end of `topic`, from outside the (empty) group."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
-                                enable_auto_commit=False)
-    await consumer.start()
-    try:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(tps)
-        ends = await consumer.end_offsets(tps)
-        await consumer.commit({tp: OffsetAndMetadata(end, "") for tp, end in ends.items()})
-        return {tp: await consumer.committed(tp) for tp in tps}
-    finally:
-        await consumer.stop()
-
-
 def test_the_fold_resumes_at_its_table_positions_when_commits_ran_ahead(
         broker: Any, settings: Settings, worker_factory: Any) -> None:
     """faust was measured committing past records it never delivered (around rebalances). The
@@ -221,8 +204,8 @@ def test_the_fold_resumes_at_its_table_positions_when_commits_ran_ahead(
              for sid in (b"c-1", b"c-2", b"c-3")]
     run(produce(bootstrap, topics.events, wave2))
     # the hole such a commit leaves: every partition committed at its end, past wave 2
-    committed = run(commit_at_end(bootstrap, topics.fold_app_id, topics.events,
-                                  topics.partitions))
+    committed = run(commit_group(bootstrap, topics.fold_app_id, topics.events,
+                                 topics.partitions))
     assert sum(committed.values()) == len(wave1) + len(wave2)
 
     second = worker_factory(("fold",))

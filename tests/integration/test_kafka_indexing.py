@@ -14,7 +14,7 @@ from indexer import IndexConfig, QueryService, ShardSet, shard_stats
 from streams.kafka.indexing import DocumentIndexer, position_source
 from streams.settings import Settings
 from streams.topics import Topics, ensure_topics
-from tests.integration.kafkaio import produce
+from tests.integration.kafkaio import commit_group, produce, read_topic
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
 
@@ -73,5 +73,34 @@ def test_documents_are_indexed_per_shard_and_resume_from_the_shard_position(
         again = asyncio.run(index_until(settings, shards, events=9))
         assert sum(s["events"] for s in shard_stats(shards)) == 9, worker.log_tail()
         assert again.stats["indexed"] == 2
+    finally:
+        shards.close()
+
+
+def test_a_partition_new_to_a_worker_is_indexed_from_its_start_not_from_the_group_commit(
+        broker: Any, settings: Settings, worker_factory: Any, tmp_path: Path) -> None:
+    """aiokafka starts fetching a new assignment at the group's committed offsets before the
+    assignment listener seeks; a worker without the shard must still index it from the start
+    (measured on tansu: a moved partition indexed from the departed worker's commit, its
+    sessions' headers missing)."""
+    topics = Topics.of(settings)
+    asyncio.run(ensure_topics(broker.bootstrap, topics))
+    worker = worker_factory(("fold",))
+    records = [r for i in range(8) for r in wave(f"mv-{i}", range(6), with_header=True)]
+    asyncio.run(produce(broker.bootstrap, topics.events, records))
+    docs = asyncio.run(read_topic(broker.bootstrap, topics.documents, expect=len(records),
+                                  worker=worker))
+    assert len(docs) == len(records), worker.log_tail()
+    # another worker's commit: every partition's headers and most events behind it
+    asyncio.run(commit_group(broker.bootstrap, topics.index_group, topics.documents,
+                             topics.partitions, back=2))
+
+    shards = ShardSet(tmp_path / "index", IndexConfig(shards=settings.shards))
+    try:
+        asyncio.run(index_until(settings, shards, events=8 * 6))
+        stats = shard_stats(shards)
+        assert sum(s["events"] for s in stats) == 8 * 6, worker.log_tail()
+        listing = QueryService(shards).list_sessions()
+        assert {item["header"]["id"] for item in listing} == {f"mv-{i}" for i in range(8)}
     finally:
         shards.close()
