@@ -14,7 +14,7 @@ from indexer import IndexConfig, QueryService, ShardSet, shard_stats
 from streams.kafka.indexing import DocumentIndexer, position_source
 from streams.settings import Settings
 from streams.topics import Topics, ensure_topics
-from tests.integration.kafkaio import commit_group, produce, read_topic
+from tests.integration.kafkaio import produce
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
 
@@ -86,21 +86,23 @@ def test_a_partition_new_to_a_worker_is_indexed_from_its_start_not_from_the_grou
     topics = Topics.of(settings)
     asyncio.run(ensure_topics(broker.bootstrap, topics))
     worker = worker_factory(("fold",))
-    records = [r for i in range(8) for r in wave(f"mv-{i}", range(6), with_header=True)]
-    asyncio.run(produce(broker.bootstrap, topics.events, records))
-    docs = asyncio.run(read_topic(broker.bootstrap, topics.documents, expect=len(records),
-                                  worker=worker))
-    assert len(docs) == len(records), worker.log_tail()
-    # another worker's commit: every partition's headers and most events behind it
-    asyncio.run(commit_group(broker.bootstrap, topics.index_group, topics.documents,
-                             topics.partitions, back=2))
+    sids = [f"mv-{i}" for i in range(8)]
+    first = [r for sid in sids for r in wave(sid, range(3), with_header=True)]
+    asyncio.run(produce(broker.bootstrap, topics.events, first))
+    earlier = ShardSet(tmp_path / "earlier", IndexConfig(shards=settings.shards))
+    try:  # the previous owner: indexes the first wave and commits the group's offsets
+        asyncio.run(index_until(settings, earlier, events=len(sids) * 3))
+        assert sum(s["events"] for s in shard_stats(earlier)) == len(sids) * 3
+    finally:
+        earlier.close()
+    second = [r for sid in sids for r in wave(sid, range(3, 6), with_header=False)]
+    asyncio.run(produce(broker.bootstrap, topics.events, second))
 
     shards = ShardSet(tmp_path / "index", IndexConfig(shards=settings.shards))
-    try:
-        asyncio.run(index_until(settings, shards, events=8 * 6))
-        stats = shard_stats(shards)
-        assert sum(s["events"] for s in stats) == 8 * 6, worker.log_tail()
+    try:  # a new owner without those shards: the group's commits point past every header
+        asyncio.run(index_until(settings, shards, events=len(sids) * 6))
+        assert sum(s["events"] for s in shard_stats(shards)) == len(sids) * 6, worker.log_tail()
         listing = QueryService(shards).list_sessions()
-        assert {item["header"]["id"] for item in listing} == {f"mv-{i}" for i in range(8)}
+        assert {item["header"]["id"] for item in listing} == set(sids)
     finally:
         shards.close()
