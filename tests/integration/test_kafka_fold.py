@@ -189,6 +189,10 @@ def test_the_fold_resumes_at_its_table_positions_when_commits_ran_ahead(
     """faust was measured committing past records it never delivered (around rebalances). The
     fold resumes at the read positions kept in its table, not at the group's commits, so such a
     commit loses nothing."""
+    if broker.flavor == "tansu":
+        # Only the set-up needs it: tansu refuses offset commits from outside a group, and
+        # refuses a plain consumer's join while the faust member lingers. CI runs noida-db.
+        pytest.skip("tansu cannot stage a group commit from outside the group")
     topics = Topics.of(settings)
     bootstrap = broker.bootstrap
     run(ensure_topics(bootstrap, topics))
