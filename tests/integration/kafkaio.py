@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
+from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
 from tests.integration.brokers import Broker
@@ -78,21 +80,48 @@ async def read_topic(bootstrap: str, topic: str, *, expect: int, timeout_s: floa
     return out
 
 
-async def commit_group(bootstrap: str, group: str, topic: str, partitions: int) -> dict[Any, int]:
-    """Commit `group`'s offsets at the end of every partition of `topic` from outside the (empty)
-    group, as a commit that ran ahead of the group's work would leave them. noida-db and Kafka
-    accept this; tansu refuses commits from outside a group (UnknownMemberId)."""
-    tps = [TopicPartition(topic, p) for p in range(partitions)]
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
-                                enable_auto_commit=False)
-    await consumer.start()
+class _AsFaust(RoundRobinPartitionAssignor):  # type: ignore[misc]
+    """Joins a faust app's group: brokers refuse a member whose protocol the group lacks."""
+
+    name = "faust"
+
+
+async def commit_group(bootstrap: str, group: str, topic: str, ends: dict[int, int],
+                       timeout_s: float = 60.0) -> dict[Any, int]:
+    """Commit `group`'s offsets at `ends` (partition -> offset) of `topic`, as a commit that ran
+    ahead of the group's work would leave them (the caller reads the ends: tansu's ListOffsets
+    under-reports them after a batched produce). From outside the group where the broker allows
+    it (noida-db, Kafka); tansu refuses that and keeps a departed member listed, so there the
+    commit is made as a member of the group (speaking the faust app's protocol)."""
+    tps = [TopicPartition(topic, p) for p in sorted(ends)]
+    offsets = {tp: OffsetAndMetadata(ends[tp.partition], "") for tp in tps}
+    outside = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
+                               enable_auto_commit=False)
+    await outside.start()
     try:
-        consumer.assign(tps)
-        ends = await consumer.end_offsets(tps)
-        await consumer.commit({tp: OffsetAndMetadata(end, "") for tp, end in ends.items()})
-        return {tp: await consumer.committed(tp) for tp in tps}
+        outside.assign(tps)
+        try:
+            await outside.commit(offsets)
+            return {tp: await outside.committed(tp) for tp in tps}
+        except KafkaError:
+            pass
     finally:
-        await consumer.stop()
+        await outside.stop()
+    member = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
+                              enable_auto_commit=False, session_timeout_ms=6000,
+                              partition_assignment_strategy=(_AsFaust,))
+    await member.start()
+    try:
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while len(member.assignment()) < len(tps):
+            if loop.time() > deadline:
+                raise AssertionError(f"{group} never assigned {topic} to the committing member")
+            await member.getmany(timeout_ms=200)
+        await member.commit(offsets)
+        return {tp: await member.committed(tp) for tp in tps}
+    finally:
+        await member.stop()
 
 
 @dataclass
