@@ -25,9 +25,9 @@ from streams.kafka.foldstep import (
     FoldProcessor,
     Overlay,
     StateView,
-    decode_position,
     encode_position,
     position_key,
+    read_position,
 )
 from streams.kafka.table import PartitionedTable
 from streams.settings import Settings
@@ -101,7 +101,7 @@ class FoldPositions:
         return _TableView(self.table)  # faust creates the table's store lazily
 
     def recorded(self, partition: int) -> int | None:
-        return decode_position(self.view.get(position_key(partition)))
+        return read_position(self.view, partition)
 
     def forget(self) -> None:
         """A rebalance began: nothing is read until the table is recovered; seek starts
@@ -185,7 +185,7 @@ async def fold_messages(producer: AIOKafkaProducer, topics: Topics, view: StateV
         overlay = overlays.get(partition)
         if overlay is None:
             overlay = overlays[partition] = Overlay(view)
-            recorded = decode_position(view.get(position_key(partition)))
+            recorded = read_position(view, partition)
             reading[partition] = began[partition] = (
                 recorded if recorded is not None else (starts or {}).get(partition))
         at = reading[partition]

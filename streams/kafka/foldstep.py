@@ -74,7 +74,9 @@ def encode_position(offset: int) -> bytes:
     return str(offset).encode("ascii")
 
 
-def decode_position(raw: bytes | None) -> int | None:
+def read_position(view: StateView, partition: int) -> int | None:
+    """The next events offset to fold on `partition`, as recorded in the table (None: never)."""
+    raw = view.get(position_key(partition))
     return None if raw is None else int(raw)
 
 

@@ -161,10 +161,9 @@ class DocumentIndexer:
 
     def _skips_ahead(self, tp: TopicPartition, messages: Sequence[Any]) -> bool:
         """True (and the partition sought back) when a batch starts past the position the shard
-        recorded: indexing it would leave a hole. Measured once in the add/remove-worker test:
-        after a partition came back, fetching resumed at the offset the departed worker had
-        committed, not at the resume point set on assignment. A jump that persists after one
-        seek back is compaction (those offsets no longer exist), and is accepted."""
+        recorded: indexing it would leave a hole (records fetched from the group's committed
+        offset before the listener's seek took effect). A jump that persists after one seek
+        back is compaction (those offsets no longer exist), and is accepted."""
         recorded = self.resume_at[tp]
         first = messages[0].offset
         if first <= recorded:

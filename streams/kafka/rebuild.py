@@ -31,7 +31,7 @@ from aiokafka.structs import OffsetAndMetadata
 from projections.errors import RecallError
 from streams.agents import fold_messages
 from streams.kafka.fleet import Lineup, ensure_fleet_topics, publish_lineup, read_lineup
-from streams.kafka.foldstep import FoldProcessor, decode_position, position_key
+from streams.kafka.foldstep import FoldProcessor, read_position
 from streams.settings import Settings
 from streams.topics import Topics, bootstrap_servers, ensure_topics
 
@@ -87,10 +87,6 @@ async def _read_table(bootstrap: str, topics: Topics) -> dict[str, bytes]:
         return table
     finally:
         await consumer.stop()
-
-
-def _recorded(table: _ChangelogTable, partition: int) -> int | None:
-    return decode_position(table.get(position_key(partition)))
 
 
 async def _positions(consumer: AIOKafkaConsumer, tps: list[TopicPartition]) -> dict[Any, int]:
@@ -172,7 +168,7 @@ async def fold_generation(settings: Settings, generation: int,
             # but a resumed run's table may be ahead of its commits (killed in between)
             await consumer.commit({tp: OffsetAndMetadata(position, "")
                                    for tp in batches
-                                   if (position := _recorded(table, tp.partition)) is not None})
+                                   if (position := read_position(table, tp.partition)) is not None})
             for partition, offset in delivery.resume.items():
                 consumer.seek(TopicPartition(topics.events, partition), offset)
             folded += len(messages)

@@ -15,7 +15,7 @@ from projections.errors import INGEST_SEQ_GAP
 from projections.records import EventRecord
 from streams.agents import Delivery, FoldPositions, fold_batch, fold_held, fold_messages
 from streams.codec import decode_document
-from streams.kafka.foldstep import FoldProcessor, decode_position, position_key
+from streams.kafka.foldstep import FoldProcessor, position_key, read_position
 from streams.topics import Topics
 
 
@@ -185,7 +185,7 @@ class _Fold:
                                          self._write, self.processor, records, starts=starts))
 
     def position(self, partition: int = 0) -> int | None:
-        return decode_position(self.table.get(position_key(partition)))
+        return read_position(self.table, partition)
 
     def folded_seqs(self) -> list[int]:
         records = [decode_document(value) for topic, value in self.producer.sent
