@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 RECALL_TEST_BROKER ?= both
 export RECALL_TEST_BROKER
 
-.PHONY: setup demo test lint unit bench chaos clean
+.PHONY: setup demo test lint unit bench chaos lowest clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -39,5 +39,15 @@ bench: $(STAMP)
 chaos: $(STAMP)
 	$(BIN)/pytest -m chaos
 
+# Every runtime dependency (and the mcp extra) at the lower bound pyproject.toml declares, in a
+# venv of its own; runs the suite without the wheel check (noida-db only, to keep it short).
+lowest:
+	rm -rf .venv-lowest && $(PY) -m venv .venv-lowest
+	.venv-lowest/bin/python -m pip install -q --upgrade pip
+	$(PY) tests/packaging/lowest.py mcp > .venv-lowest/constraints.txt
+	.venv-lowest/bin/python -m pip install -q -c .venv-lowest/constraints.txt -e '.[test,mcp]'
+	.venv-lowest/bin/python -m pip freeze | grep -iE '^(faust-streaming|aiokafka|orjson|pydantic|pydantic-settings|zstandard|click|rich|mcp)=='
+	RECALL_TEST_BROKER=noida .venv-lowest/bin/pytest -m "not packaging"
+
 clean:
-	rm -rf $(VENV) build *.egg-info .mypy_cache .ruff_cache
+	rm -rf $(VENV) .venv-lowest build dist *.egg-info .mypy_cache .ruff_cache
