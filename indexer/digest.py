@@ -15,7 +15,10 @@ from typing import Any
 
 import orjson
 
+from indexer.blocks import read_raws
+from indexer.schema import SEQ_MASK, SURFACE_NAMES, session_range
 from indexer.shard import Shard
+from indexer.writer import text_of
 from projections.fold import encode_state, fold_surface
 
 
@@ -23,20 +26,37 @@ def session_digests(shards: Iterable[Shard]) -> dict[str, list[Any]]:
     """`{sessionId: [hex digest, event count]}` for every session with a header."""
     out: dict[str, list[Any]] = {}
     for shard in shards:
-        conn = shard.conn
-        for sid, header in conn.execute("SELECT id, header FROM sessions WHERE header IS NOT NULL"):
-            session = hashlib.blake2b(digest_size=32)
-            canonical = orjson.dumps(orjson.loads(header), option=orjson.OPT_SORT_KEYS)
-            session.update(orjson.dumps(str(sid)) + b"\n" + canonical + b"\n")
-            raws = []
-            for seq, kind, time, surface, text, raw in conn.execute(
-                    "SELECT seq, type, time, surface, text, raw FROM events WHERE session_id = ?"
-                    " ORDER BY seq", (sid,)):
-                session.update(orjson.dumps([seq, kind, time, surface, text]) + b"\n")
-                raws.append(orjson.loads(raw))
-            state = encode_state(fold_surface(raws).state)
-            session.update(orjson.dumps({k: state[k].decode() for k in sorted(state)}))
-            out[str(sid)] = [session.hexdigest(), len(raws)]
+        with shard.reader() as conn:
+            conn.execute("BEGIN")  # one snapshot of the shard
+            try:
+                out.update(_shard_digests(shard, conn))
+            finally:
+                conn.execute("COMMIT")
+    return out
+
+
+def _shard_digests(shard: Shard, conn: Any) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    sessions = conn.execute("SELECT no, id, header FROM sessions WHERE header IS NOT NULL"
+                            " ORDER BY no").fetchall()
+    for no, sid, header in sessions:
+        session = hashlib.blake2b(digest_size=32)
+        canonical = orjson.dumps(orjson.loads(header), option=orjson.OPT_SORT_KEYS)
+        session.update(orjson.dumps(str(sid)) + b"\n" + canonical + b"\n")
+        lo, hi = session_range(int(no))
+        rows = conn.execute("SELECT e.id, t.name, e.time, e.surface FROM events e"
+                            " JOIN types t ON t.code = e.type WHERE e.id BETWEEN ? AND ?"
+                            " ORDER BY e.id", (lo, hi)).fetchall()
+        raws_by_id = read_raws(conn, shard.epoch, (int(r[0]) for r in rows))
+        raws = []
+        for eid, kind, time, surface in rows:
+            raw = raws_by_id[int(eid)]
+            session.update(orjson.dumps([int(eid) & SEQ_MASK, kind, time,
+                                         SURFACE_NAMES[int(surface)], text_of(raw)]) + b"\n")
+            raws.append(orjson.loads(raw))
+        state = encode_state(fold_surface(raws).state)
+        session.update(orjson.dumps({k: state[k].decode() for k in sorted(state)}))
+        out[str(sid)] = [session.hexdigest(), len(raws)]
     return out
 
 

@@ -1,28 +1,58 @@
 """Storage and read side: the per-shard half of a search (scatter). Input and output are JSON.
 
-`search_shard(conn, plan)` returns the shard's top `fetch` candidates with their full ranking key
-(and the `rowid` of their event row); `ranking.merge_page` combines shards. Snippets are made
-per shard (the default: what a remote shard owner ships) or, with `plan["snippets"]` false, only
-for the merged page's rows afterwards (`attach_snippets`, on the same connections).
+`search_shard(conn, epoch, plan)` returns the shard's top `fetch` candidates with their full
+ranking key (and the `rowid` — event id — of their event); `ranking.merge_page` combines shards.
+Snippets are made per shard (the default: what a remote shard owner ships) or, with
+`plan["snippets"]` false, only for the merged page's rows afterwards (`attach_snippets`).
+
+Token searches across sessions cost work bounded by the page, not by the hits (issue 16):
+1. Floor pass: FTS5 walks the phrase's hits computing only the match count (`recall_matches`,
+   no table lookup; the document id carries a length key) and keeps the best M by (count desc,
+   length key asc) — a bounded sort.
+2. Let B be the (count, length key) of the M-th of them. T = the ones strictly better than B is
+   exactly the set of all hits strictly better than B, and every hit in T beats every hit
+   outside it on (count, length), the first two ranking fields (the length key is monotone in
+   the length). So T holds each session's best hit if the session has a hit in T.
+3. Only T is joined to events and sessions (filters, time, seq, session id) and ranked exactly.
+   If T yields `fetch` sessions (or events) the answer is exact: anything outside ranks after
+   all of them. Otherwise M grows once, then the whole result is computed in one statement.
+Searches within one session probe that session's documents instead.
 """
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 import orjson
 
+from indexer.blocks import read_raws
+from indexer.database import Conn
 from indexer.filters import compile_clauses, validate_filters
 from indexer.normalize import fts_phrase
-from indexer.ranking import Candidate, best_per_session, rank
-from indexer.snippet import make_snippet, mark_spans, substring_spans
-from indexer.writer import has_cjk
-from projections.extraction import HIGHLIGHT_CLOSE, HIGHLIGHT_OPEN
+from indexer.ranking import (
+    EVENT_ORDER,
+    SESSION_ORDER,
+    Candidate,
+    best_per_session,
+    order_by,
+    rank,
+)
+from indexer.schema import LENGTH_BITS, LENGTH_MASK, SEQ_BITS, SEQ_MASK, SURFACE_NAMES
+from indexer.snippet import highlight_texts, make_snippet, mark_spans, substring_spans
+from indexer.writer import has_cjk, text_of
 
 #: Trigram MATCH needs 3 code points; shorter substring queries scan (CJK docs only by default).
 TRIGRAM_MIN = 3
+#: Floor pass size: at least this many hits, or this many times `fetch`; then ×GROWTH once.
+FLOOR_MIN = 64
+FLOOR_FACTOR = 4
+GROWTH = 16
+
+#: The columns every candidate query selects, over aliases e (events), s (sessions), t (types).
+_COLUMNS = (f"e.id, s.id, e.id & {SEQ_MASK}, t.name, e.time, e.surface, e.len")
+_JOINS = (f" JOIN sessions s ON s.no = e.id >> {SEQ_BITS}"
+          " JOIN types t ON t.code = e.type")
 
 
 def choose_index(query: str, mode: str) -> str:
@@ -30,67 +60,132 @@ def choose_index(query: str, mode: str) -> str:
     return "trigram" if mode == "substring" or has_cjk(query) else "token"
 
 
-def _where(plan: dict[str, Any]) -> tuple[str, list[Any]]:
+def _where(plan: Mapping[str, Any]) -> tuple[str, list[Any]]:
     clauses = (validate_filters(plan["sessionFilters"], "session")
                + validate_filters(plan["eventFilters"], "event"))
     sql, params = compile_clauses(clauses, live_since=int(plan["liveSince"]))
     sql.insert(0, "s.header IS NOT NULL")
     if plan.get("sessionId") is not None:
-        sql.insert(0, "e.session_id = ?")
+        sql.insert(0, "s.id = ?")
         params.insert(0, plan["sessionId"])
     return " AND ".join(sql), params
 
 
-def _candidate(row: sqlite3.Row | tuple[Any, ...], matches: int) -> Candidate:
-    rowid, sid, seq, kind, time, surface, length = row[:7]
-    return {"sessionId": sid, "seq": seq, "type": kind, "time": time, "surface": surface,
-            "length": length, "matches": matches, "rowid": rowid}
+def _candidate(row: Iterable[Any], matches: int) -> Candidate:
+    rowid, sid, seq, kind, time, surface, length = tuple(row)[:7]
+    return {"sessionId": sid, "seq": seq, "type": kind, "time": time,
+            "surface": SURFACE_NAMES[int(surface)], "length": length, "matches": matches,
+            "rowid": rowid}
 
 
-def _token_candidates(conn: sqlite3.Connection, plan: dict[str, Any]) -> list[Candidate]:
-    where, params = _where(plan)
+# --- token index ---------------------------------------------------------------------------------
+
+_FLOOR = ("SELECT rowid, recall_matches(events_fts) AS m FROM events_fts WHERE events_fts MATCH ?"
+          f" ORDER BY m DESC, rowid & {LENGTH_MASK} LIMIT ?")
+
+
+def _join(conn: Conn, matches: Mapping[int, int], where: str,
+          params: list[Any]) -> list[Candidate]:
+    """Candidates for the given document numbers (→ match count) that pass the filters."""
+    rows = conn.execute(f"SELECT {_COLUMNS}, d.no FROM docs d JOIN events e ON e.id = d.event"
+                        f"{_JOINS} WHERE d.no IN (SELECT value FROM json_each(?)) AND {where}",
+                        [orjson.dumps(list(matches)), *params])
+    return [_candidate(r, matches[int(r[7])]) for r in rows]
+
+
+def _bounded(conn: Conn, plan: Mapping[str, Any], phrase: str, where: str,
+             params: list[Any]) -> list[Candidate] | None:
+    """Steps 1–3 of the module docstring; None when T never held `fetch` results."""
+    fetch = int(plan["fetch"])
     sessions = plan["scope"] == "sessions"
-    best = ("ranked AS (SELECT *, row_number() OVER (PARTITION BY sid ORDER BY mc DESC, len ASC,"
-            " time DESC, seq DESC) AS rn FROM hits)" if sessions
+    size = max(FLOOR_MIN, FLOOR_FACTOR * fetch)
+    for _ in range(2):
+        top = conn.execute(_FLOOR, (phrase, size)).fetchall()
+        complete = len(top) < size
+        if not complete:  # keep the hits strictly better than the M-th (step 2)
+            bound = (int(top[-1][1]), int(top[-1][0]) & LENGTH_MASK)
+            top = [(d, m) for d, m in top if (int(m), -(int(d) & LENGTH_MASK)) >
+                   (bound[0], -bound[1])]
+        matches = {int(d) >> LENGTH_BITS: int(m) for d, m in top}
+        found = _join(conn, matches, where, params)
+        if sessions:
+            found = best_per_session(found)
+        if complete or len(found) >= fetch:
+            return rank(found, plan["scope"])[:fetch]
+        size *= GROWTH
+    return None
+
+
+def _whole(conn: Conn, plan: Mapping[str, Any], phrase: str, where: str,
+           params: list[Any]) -> list[Candidate]:
+    """The exact answer in one statement over every hit (filters that reject most hits)."""
+    sessions = plan["scope"] == "sessions"
+    best = (f"ranked AS (SELECT *, row_number() OVER (PARTITION BY sid ORDER BY"
+            f" {order_by(EVENT_ORDER)}) AS rn FROM hits)" if sessions
             else "ranked AS (SELECT *, 1 AS rn FROM hits)")
-    order = ("mc DESC, len ASC, time DESC, sid ASC, seq DESC" if sessions
-             else "mc DESC, len ASC, time DESC, seq DESC")
-    # The match count is the number of highlight spans: with an empty close marker, highlight()
-    # is the text plus one open marker per span, so count = its length minus the text's (both
-    # SQLite character counts, i.e. code points). Only these narrow rows are sorted; the marked
-    # text is made for the winners only (`attach_snippets`). MATERIALIZED: evaluated once per
-    # hit, not once per reference to `mc`.
+    order = order_by(SESSION_ORDER if sessions else EVENT_ORDER)
     sql = (
-        "WITH hits AS MATERIALIZED (SELECT e.rowid AS rid, e.session_id AS sid, e.seq AS seq,"
-        " e.type AS type, e.time AS time, e.surface AS surface, e.text_len AS len,"
-        " length(highlight(events_fts, 0, ?, '')) - length(e.text) AS mc"
-        " FROM events_fts JOIN events e ON e.rowid = events_fts.rowid"
-        " JOIN sessions s ON s.id = e.session_id"
+        "WITH hits AS MATERIALIZED (SELECT e.id AS rid, s.id AS sid,"
+        f" e.id & {SEQ_MASK} AS seq, e.type AS type, e.time AS time, e.surface AS surface,"
+        " e.len AS len, recall_matches(events_fts) AS mc FROM events_fts"
+        f" JOIN docs d ON d.no = events_fts.rowid >> {LENGTH_BITS}"
+        " JOIN events e ON e.id = d.event"
+        f" JOIN sessions s ON s.no = e.id >> {SEQ_BITS}"
         f" WHERE events_fts MATCH ? AND {where}), "
-        f"{best} SELECT rid, sid, seq, type, time, surface, len, mc FROM ranked WHERE rn = 1"
-        f" ORDER BY {order} LIMIT ?")
-    bound = [HIGHLIGHT_OPEN, fts_phrase(plan["query"]), *params, int(plan["fetch"])]
-    return [_candidate(r, int(r[7])) for r in conn.execute(sql, bound)]
+        f"{best} SELECT rid, sid, seq, (SELECT name FROM types WHERE code = type), time, surface,"
+        f" len, mc FROM ranked WHERE rn = 1 ORDER BY {order} LIMIT ?")
+    rows = conn.execute(sql, [phrase, *params, int(plan["fetch"])])
+    return [_candidate(r, int(r[7])) for r in rows]
 
 
-def _trigram_candidates(conn: sqlite3.Connection, plan: dict[str, Any]) -> list[Candidate]:
+def _within_session(conn: Conn, plan: Mapping[str, Any], phrase: str, where: str,
+                    params: list[Any]) -> list[Candidate]:
+    """Events scope: probe each of the session's documents (bounded by the session's size)."""
+    sql = (f"SELECT {_COLUMNS}, recall_matches(events_fts) AS mc, e.len AS len,"
+           f" e.time AS time, e.id & {SEQ_MASK} AS seq"
+           f" FROM sessions s JOIN events e ON e.id BETWEEN s.no << {SEQ_BITS}"
+           f" AND (s.no << {SEQ_BITS}) + {SEQ_MASK}"
+           " CROSS JOIN events_fts ON events_fts.rowid = recall_document_id(e.doc, e.len)"
+           " JOIN types t ON t.code = e.type"
+           f" WHERE e.doc IS NOT NULL AND events_fts MATCH ? AND {where}"
+           f" ORDER BY {order_by(EVENT_ORDER)} LIMIT ?")
+    rows = conn.execute(sql, [phrase, *params, int(plan["fetch"])])
+    return [_candidate(r, int(r[7])) for r in rows]
+
+
+def _token_candidates(conn: Conn, plan: Mapping[str, Any]) -> list[Candidate]:
+    where, params = _where(plan)
+    phrase = fts_phrase(plan["query"])
+    if plan.get("sessionId") is not None:
+        return _within_session(conn, plan, phrase, where, params)
+    found = _bounded(conn, plan, phrase, where, params)
+    return found if found is not None else _whole(conn, plan, phrase, where, params)
+
+
+# --- trigram index ---------------------------------------------------------------------------------
+
+
+def _trigram_candidates(conn: Conn, epoch: str,
+                        plan: Mapping[str, Any]) -> list[Candidate]:
     where, params = _where(plan)
     query = str(plan["query"])
-    select = ("SELECT e.rowid, e.session_id, e.seq, e.type, e.time, e.surface, e.text_len, e.text"
-              " FROM {src} JOIN sessions s ON s.id = e.session_id WHERE {cond} AND " + where)
     if len(query) >= TRIGRAM_MIN:
-        sql = select.format(src="events_tri JOIN events e ON e.rowid = events_tri.rowid",
-                            cond="events_tri MATCH ?")
+        sql = (f"SELECT {_COLUMNS} FROM events_tri"
+               f" JOIN docs d ON d.no = events_tri.rowid >> {LENGTH_BITS}"
+               f" JOIN events e ON e.id = d.event{_JOINS}"
+               f" WHERE events_tri MATCH ? AND {where}")
         bound: list[Any] = [fts_phrase(query), *params]
     else:
         substring = conn.execute("SELECT value FROM meta WHERE key = 'substring'").fetchone()
-        scope = "e.text_len > 0" if substring and substring[0] == "1" else "e.cjk = 1"
-        sql = select.format(src="events e", cond=scope)
+        scope = "e.len > 0" if substring and substring[0] == "1" else "e.cjk = 1"
+        sql = f"SELECT {_COLUMNS} FROM events e{_JOINS} WHERE {scope} AND {where}"
         bound = list(params)
+    rows = conn.execute(sql, bound).fetchall()
+    raws = read_raws(conn, epoch, (int(r[0]) for r in rows))
     # The FTS side only narrows candidates; the exact match rule is the Python one below.
     candidates: list[Candidate] = []
-    for row in conn.execute(sql, bound):
-        spans = substring_spans(str(row[7]), query)
+    for row in rows:
+        spans = substring_spans(text_of(raws[int(row[0])]), query)
         if spans:
             candidates.append(_candidate(row, len(spans)))
     if plan["scope"] == "sessions":
@@ -98,55 +193,52 @@ def _trigram_candidates(conn: sqlite3.Connection, plan: dict[str, Any]) -> list[
     return rank(candidates, plan["scope"])[:int(plan["fetch"])]
 
 
-def _marked_texts(conn: sqlite3.Connection, plan: Mapping[str, Any],
-                  rowids: list[int]) -> dict[int, str]:
-    """rowid → the whole document with U+FDD0/U+FDD1 around each match (SPEC 3.7's input)."""
-    marks = ",".join("?" * len(rowids))
-    if plan["index"] == "token":
-        rows = conn.execute(
-            f"SELECT rowid, highlight(events_fts, 0, ?, ?) FROM events_fts"
-            f" WHERE events_fts MATCH ? AND rowid IN ({marks})",
-            [HIGHLIGHT_OPEN, HIGHLIGHT_CLOSE, fts_phrase(plan["query"]), *rowids])
-        return {int(r): str(h) for r, h in rows}
-    query = str(plan["query"])
-    rows = conn.execute(f"SELECT rowid, text FROM events WHERE rowid IN ({marks})", rowids)
-    return {int(r): mark_spans(str(t), substring_spans(str(t), query)) for r, t in rows}
+# --- snippets, headers, the shard's answer ------------------------------------------------------
 
 
-def attach_snippets(conn: sqlite3.Connection, plan: Mapping[str, Any],
+def attach_snippets(conn: Conn, epoch: str, plan: Mapping[str, Any],
                     candidates: list[Candidate]) -> None:
-    """Fill in the `snippet` of candidates that `search_shard` found on this connection."""
+    """Fill in the `snippet` of candidates that `search_shard` found on this shard."""
     todo = [c for c in candidates if "snippet" not in c]
     if not todo:
         return
-    marked = _marked_texts(conn, plan, sorted({int(c["rowid"]) for c in todo}))
+    raws = read_raws(conn, epoch, {int(c["rowid"]) for c in todo})
+    texts = {event: text_of(raw) for event, raw in raws.items()}
+    if plan["index"] == "token":
+        marked = highlight_texts(fts_phrase(plan["query"]), texts)
+    else:
+        query = str(plan["query"])
+        marked = {i: mark_spans(t, substring_spans(t, query)) for i, t in texts.items()}
     size = int(plan["snippetChars"])
     for c in todo:
         c["snippet"] = make_snippet(marked[int(c["rowid"])], size)
 
 
-def _attach_headers(conn: sqlite3.Connection, candidates: list[Candidate]) -> None:
-    ids = [c["sessionId"] for c in candidates]
+def attach_headers(conn: Conn, candidates: list[Candidate]) -> None:
+    """Fill in `header` and `lastEventTime` of session hits found on this shard."""
+    ids = sorted({c["sessionId"] for c in candidates if "header" not in c})
     if not ids:
         return
-    rows = conn.execute(f"SELECT id, header, last_event_time FROM sessions WHERE id IN"
-                        f" ({','.join('?' * len(ids))})", ids).fetchall()
+    rows = conn.execute("SELECT id, header, last_event_time FROM sessions WHERE id IN"
+                        " (SELECT value FROM json_each(?))", (orjson.dumps(ids),)).fetchall()
     info = {r[0]: (orjson.loads(r[1]), r[2]) for r in rows}
     for c in candidates:
-        c["header"], c["lastEventTime"] = info[c["sessionId"]]
+        if "header" not in c:
+            c["header"], c["lastEventTime"] = info[c["sessionId"]]
 
 
-def search_shard(conn: sqlite3.Connection, plan: dict[str, Any]) -> list[Candidate]:
+def search_shard(conn: Conn, epoch: str, plan: dict[str, Any]) -> list[Candidate]:
     """This shard's top `plan["fetch"]` candidates, ranked by the exact SPEC 3.6 key.
 
-    With `plan["snippets"]` false the candidates carry no `snippet` yet: the caller merges the
-    shards first and calls `attach_snippets` for the rows of the page only."""
+    With `plan["snippets"]` false the candidates carry no `snippet` (nor, for sessions, header)
+    yet: the caller merges the shards first and fills them in for the page's rows only."""
     if plan["index"] == "token":
         candidates = _token_candidates(conn, plan)
     else:
-        candidates = _trigram_candidates(conn, plan)
+        candidates = _trigram_candidates(conn, epoch, plan)
     if plan.get("snippets", True):
-        attach_snippets(conn, plan, candidates)
-    if plan["scope"] == "sessions":
-        _attach_headers(conn, candidates)
+        attach_snippets(conn, epoch, plan, candidates)
+        if plan["scope"] == "sessions":
+            attach_headers(conn, candidates)
     return candidates
+
