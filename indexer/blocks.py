@@ -19,7 +19,7 @@ import orjson
 import zstandard
 
 from indexer.database import Conn
-from indexer.schema import BLOCK_BITS, BLOCK_EVENTS, session_range
+from indexer.schema import BLOCK_EVENTS, SEQ_MASK, block_id
 
 LEVEL = 3
 #: (blocks in the shard, dictionary size): when each dictionary is trained (on the most
@@ -31,10 +31,6 @@ _FORMAT = zstandard.FORMAT_ZSTD1_MAGICLESS
 _dictionaries: dict[tuple[str, int], zstandard.ZstdCompressionDict] = {}
 _dictionaries_lock = threading.Lock()
 _local = threading.local()
-
-
-def block_of(event: int) -> int:
-    return event >> BLOCK_BITS
 
 
 def _encode_entries(entries: Mapping[int, bytes]) -> bytes:
@@ -167,39 +163,37 @@ class BlockWriter:
         self.dictionary = number
 
 
-def read_raws(conn: Conn, epoch: str, events: Iterable[int]) -> dict[int, bytes]:
-    """Event id → raw bytes, for the given event ids (absent ids are left out)."""
-    wanted: dict[int, list[int]] = {}
-    for event in events:
-        wanted.setdefault(block_of(event), []).append(event)
+def read_raws(conn: Conn, epoch: str,
+              events: Iterable[tuple[int, int]]) -> dict[tuple[int, int], bytes]:
+    """(session number, seq) → raw bytes, for the given events (absent ones are left out)."""
+    wanted: dict[int, list[tuple[int, int]]] = {}
+    for key in events:
+        wanted.setdefault(block_id(*key), []).append(key)
     if not wanted:
         return {}
-    out: dict[int, bytes] = {}
+    out: dict[tuple[int, int], bytes] = {}
     rows = conn.execute("SELECT id, data FROM blocks WHERE id IN (SELECT value FROM json_each(?))",
                         (orjson.dumps(sorted(wanted)),))
     for block, data in rows:
         entries = decode_block(conn, epoch, bytes(data))
-        for event in wanted[int(block)]:
-            raw = entries.get(event & (BLOCK_EVENTS - 1))
+        for key in wanted[int(block)]:
+            raw = entries.get(key[1] & (BLOCK_EVENTS - 1))
             if raw is not None:
-                out[event] = raw
+                out[key] = raw
     return out
 
 
-def iter_session_raws(conn: Conn, epoch: str, session_no: int,
-                      first_seq: int = 0, last_seq: int | None = None
-                      ) -> Iterator[tuple[int, bytes]]:
+def iter_session_raws(conn: Conn, epoch: str, session_no: int, first_seq: int = 0,
+                      last_seq: int = SEQ_MASK) -> Iterator[tuple[int, bytes]]:
     """(seq, raw bytes) of a session's events with first_seq <= seq <= last_seq, in seq order."""
-    lo, hi = session_range(session_no)
-    first = lo | max(first_seq, 0)
-    last = hi if last_seq is None else lo | min(last_seq, hi - lo)
+    first, last = max(first_seq, 0), min(last_seq, SEQ_MASK)
     if last < first:
         return
     rows = conn.execute("SELECT id, data FROM blocks WHERE id BETWEEN ? AND ? ORDER BY id",
-                        (block_of(first), block_of(last))).fetchall()
+                        (block_id(session_no, first), block_id(session_no, last))).fetchall()
+    base_block = block_id(session_no, 0)
     for block, data in rows:
-        base = int(block) << BLOCK_BITS
+        base = (int(block) - base_block) * BLOCK_EVENTS
         for index, raw in sorted(decode_block(conn, epoch, bytes(data)).items()):
-            event = base | index
-            if first <= event <= last:
-                yield event - lo, raw
+            if first <= base + index <= last:
+                yield base + index, raw

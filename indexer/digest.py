@@ -16,7 +16,8 @@ from typing import Any
 import orjson
 
 from indexer.blocks import read_raws
-from indexer.schema import SEQ_MASK, SURFACE_NAMES, session_range
+from indexer.database import Conn
+from indexer.eventrows import session_rows
 from indexer.shard import Shard
 from indexer.writer import text_of
 from projections.fold import encode_state, fold_surface
@@ -35,7 +36,7 @@ def session_digests(shards: Iterable[Shard]) -> dict[str, list[Any]]:
     return out
 
 
-def _shard_digests(shard: Shard, conn: Any) -> dict[str, list[Any]]:
+def _shard_digests(shard: Shard, conn: Conn) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = {}
     sessions = conn.execute("SELECT no, id, header FROM sessions WHERE header IS NOT NULL"
                             " ORDER BY no").fetchall()
@@ -43,16 +44,12 @@ def _shard_digests(shard: Shard, conn: Any) -> dict[str, list[Any]]:
         session = hashlib.blake2b(digest_size=32)
         canonical = orjson.dumps(orjson.loads(header), option=orjson.OPT_SORT_KEYS)
         session.update(orjson.dumps(str(sid)) + b"\n" + canonical + b"\n")
-        lo, hi = session_range(int(no))
-        rows = conn.execute("SELECT e.id, t.name, e.time, e.surface FROM events e"
-                            " JOIN types t ON t.code = e.type WHERE e.id BETWEEN ? AND ?"
-                            " ORDER BY e.id", (lo, hi)).fetchall()
-        raws_by_id = read_raws(conn, shard.epoch, (int(r[0]) for r in rows))
+        rows = session_rows(conn, int(no))
+        raws_by_seq = read_raws(conn, shard.epoch, ((int(no), r.seq) for r in rows))
         raws = []
-        for eid, kind, time, surface in rows:
-            raw = raws_by_id[int(eid)]
-            session.update(orjson.dumps([int(eid) & SEQ_MASK, kind, time,
-                                         SURFACE_NAMES[int(surface)], text_of(raw)]) + b"\n")
+        for r in rows:
+            raw = raws_by_seq[(int(no), r.seq)]
+            session.update(orjson.dumps([r.seq, r.type, r.time, r.surface, text_of(raw)]) + b"\n")
             raws.append(orjson.loads(raw))
         state = encode_state(fold_surface(raws).state)
         session.update(orjson.dumps({k: state[k].decode() for k in sorted(state)}))

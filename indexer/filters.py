@@ -11,15 +11,15 @@ from typing import Any, Literal
 import orjson
 
 from indexer.errors import INVALID_FILTER, query_error
-from indexer.schema import SEQ_MASK, SURFACE_CODES
+from indexer.schema import SEQ, SURFACE, SURFACE_CODES, TYPE
 from projections.surfaces import SURFACE_VALUES
 
 Scope = Literal["session", "event"]
 
 SESSION_LIST_KINDS = {"id": "s.id", "cwd": "s.cwd", "parent": "s.parent"}
 SESSION_RANGE_KINDS = {"created-at": "s.created_at"}
-EVENT_LIST_KINDS = {"type": "e.type", "surface": "e.surface"}
-EVENT_RANGE_KINDS = {"seq": f"(e.id & {SEQ_MASK})", "time": "e.time"}
+EVENT_LIST_KINDS = {"type": TYPE, "surface": SURFACE}
+EVENT_RANGE_KINDS = {"seq": SEQ, "time": "e.time"}
 NULLABLE_KINDS = frozenset({"cwd", "parent"})
 AVAILABILITY_VALUES = frozenset({"live", "persisted"})
 

@@ -21,6 +21,7 @@ from indexer.errors import (
     SESSION_NOT_FOUND,
     query_error,
 )
+from indexer.eventrows import session_rows
 from indexer.filters import (
     check_budgets,
     compile_clauses,
@@ -28,7 +29,7 @@ from indexer.filters import (
     validate_filters,
 )
 from indexer.lineage import trace_lineage
-from indexer.schema import SEQ_BITS, SEQ_MASK, SURFACE_NAMES, event_id, session_range
+from indexer.schema import SEQ, SURFACE, SURFACE_NAMES, TYPE
 from indexer.shard import Shard
 from indexer.shardset import ShardSet
 from indexer.writer import text_of
@@ -106,15 +107,13 @@ class SessionReads:
         """`{session, capturedThroughSeq, events}`: current-surface events in model order."""
         with self._reading(session_id) as (shard, conn):
             number, header = self._session_on(conn, session_id)
-            lo, hi = session_range(number)
-            last = conn.execute("SELECT max(id) FROM events WHERE id BETWEEN ? AND ?",
-                                (lo, hi)).fetchone()[0]
-            ids = [int(r[0]) for r in conn.execute(
-                f"SELECT id FROM events WHERE id >> {SEQ_BITS} = ? AND surface = 0"
-                " ORDER BY order_key", (number,))]
-            raws = read_raws(conn, shard.epoch, ids)
-        return {"session": header, "capturedThroughSeq": None if last is None else last & SEQ_MASK,
-                "events": [orjson.loads(raws[i]) for i in ids]}
+            top = conn.execute("SELECT top_seq FROM sessions WHERE no = ?", (number,)).fetchone()
+            rows = sorted(session_rows(conn, number, current_only=True),
+                          key=lambda r: (r.order_key, r.seq))
+            raws = read_raws(conn, shard.epoch, ((number, r.seq) for r in rows))
+        last = int(top[0])
+        return {"session": header, "capturedThroughSeq": None if last < 0 else last,
+                "events": [orjson.loads(raws[(number, r.seq)]) for r in rows]}
 
     def _window_value(self, request: dict[str, Any], key: str) -> int:
         value = request.get(key, 0)
@@ -138,14 +137,10 @@ class SessionReads:
             number, header = self._session_on(conn, session_id)
             if isinstance(seq, bool) or not isinstance(seq, int):
                 raise query_error(EVENT_NOT_FOUND, f"event seq {seq!r} not found")
-            lo, hi = max(seq - before, 0), min(seq + after, SEQ_MASK)
-            rows = conn.execute(
-                "SELECT id, surface FROM events WHERE id BETWEEN ? AND ? ORDER BY id",
-                (event_id(number, lo), event_id(number, hi))).fetchall() if lo <= hi else []
-            raws = read_raws(conn, shard.epoch, (int(r[0]) for r in rows))
-        entries = {int(i) & SEQ_MASK: {"event": orjson.loads(raws[int(i)]),
-                                       "surface": SURFACE_NAMES[int(surface)],
-                                       "text": text_of(raws[int(i)])} for i, surface in rows}
+            rows = session_rows(conn, number, seq - before, seq + after)
+            raws = read_raws(conn, shard.epoch, ((number, r.seq) for r in rows))
+        entries = {r.seq: {"event": orjson.loads(raws[(number, r.seq)]), "surface": r.surface,
+                           "text": text_of(raws[(number, r.seq)])} for r in rows}
         if seq not in entries:
             raise query_error(EVENT_NOT_FOUND, f"event seq {seq} not found")
         return {"session": header, "event": entries[seq],
@@ -194,18 +189,18 @@ class SessionReads:
         texts = text_clauses(clauses)
         with self._reading(session_id) as (shard, conn):
             number, header = self._session_on(conn, session_id)
-            lo, hi = session_range(number)
-            where = " AND ".join(["e.id BETWEEN ? AND ?", *sql])
+            where = " AND ".join(["x.session = ?", *sql])
             rows = conn.execute(
-                f"SELECT e.id, t.name, e.time, e.surface FROM events e JOIN sessions s"
-                f" ON s.no = e.id >> {SEQ_BITS} JOIN types t ON t.code = e.type"
-                f" WHERE {where} ORDER BY e.id", [lo, hi, *params]).fetchall()
-            raws = read_raws(conn, shard.epoch, (int(r[0]) for r in rows))
+                f"SELECT e.id, {SEQ}, t.name, e.time, {SURFACE} FROM extents x"
+                " JOIN events e ON e.id BETWEEN x.first AND x.first + x.size - 1"
+                f" JOIN types t ON t.code = {TYPE} WHERE {where} ORDER BY x.seq, e.id",
+                [number, *params]).fetchall()
+            raws = read_raws(conn, shard.epoch, ((number, int(r[1])) for r in rows))
         events: list[dict[str, Any]] = []
-        for eid, kind, t, surface in rows:
-            raw = raws[int(eid)]
+        for _, seq, kind, t, surface in rows:
+            raw = raws[(number, int(seq))]
             if texts and not all(c.pattern.search(text_of(raw)) for c in texts):
                 continue
-            events.append({"seq": int(eid) & SEQ_MASK, "type": kind, "time": t,
+            events.append({"seq": int(seq), "type": kind, "time": t,
                            "surface": SURFACE_NAMES[int(surface)], "event": orjson.loads(raw)})
         return {"session": header, "events": events}

@@ -2,19 +2,21 @@
 
 Version 2 is the lean layout (issue 16): no stored document text (contentless FTS5; snippets and
 reads extract the text from the raw event again), raw events zstd-compressed in blocks of 16 per
-session, integer keys and codes, no secondary index on the events table.
+session, integer keys and codes, no secondary index over all events.
 
 Keys (all SQLite integers):
-- event id = session number << 31 | seq. A session's events are one id range, so reads by
-  session or by (session, seq) need no index.
-- document number: dense per shard (docs maps it to its event id), so FTS5 doclists, which
-  store rowid deltas, stay small.
-- document id (the FTS rowid) = document number << LENGTH_BITS | length key. Every FTS hit thus
+- event id: dense per shard, so FTS5 doclists (which store rowid deltas) and the events table's
+  keys stay small. A session's ids come in extents — runs of consecutive ids for consecutive
+  seqs (32 at first, doubling up to 8192), reserved when the session reaches them — so the
+  extents table, a few rows per session, maps (session, seq) ⇄ event id both ways.
+- document id (the FTS rowid) = event id << LENGTH_BITS | length key. Every FTS hit thus
   carries a key of its length for free: the ranking pass sorts by (match count, length key)
   without touching a table. The length key is the code-point length below 16 and then 4 steps
   per octave, capped: monotone in the length, which is all the ranking needs (indexer/search.py
-  explains why), and 6 bits cost the doclists ~20 % (9 bits: ~35 %; measured at 88k documents).
-- block id = event id >> 4: the block of 16 consecutive seqs an event's raw bytes live in.
+  explains why); 6 bits cost the doclists ~20 % (9 bits: ~35 %; measured at 88k documents).
+- kind = type code << 3 | cjk << 2 | surface code (one small integer for three columns).
+- block id = session number << 27 | seq >> 4: the 16 consecutive seqs whose raw bytes share a
+  compressed block.
 """
 
 from __future__ import annotations
@@ -26,11 +28,13 @@ PAGE_SIZE = 8192
 
 SEQ_BITS = 31
 SEQ_MASK = (1 << SEQ_BITS) - 1
-MAX_SESSIONS = 1 << (63 - SEQ_BITS)
+MAX_SESSIONS = 1 << 32
 LENGTH_BITS = 6
 LENGTH_MASK = (1 << LENGTH_BITS) - 1
 BLOCK_BITS = 4
 BLOCK_EVENTS = 1 << BLOCK_BITS
+FIRST_EXTENT = 32
+MAX_EXTENT = 8192
 
 #: Surface codes; the names are SPEC's.
 SURFACE_CODES = {"current": 0, "shadowed": 1, "log-only": 2}
@@ -53,23 +57,27 @@ DDL = (
         delegation_depth INTEGER NOT NULL DEFAULT 0,
         last_event_time INTEGER,
         event_count INTEGER NOT NULL DEFAULT 0,
+        top_seq INTEGER NOT NULL DEFAULT -1,
         revision INTEGER NOT NULL DEFAULT 0
     )""",
     "CREATE INDEX sessions_parent ON sessions(parent)",
     "CREATE TABLE types(code INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)",
+    """CREATE TABLE extents(
+        first INTEGER PRIMARY KEY,
+        session INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        size INTEGER NOT NULL
+    )""",
+    "CREATE UNIQUE INDEX extents_seq ON extents(session, seq)",
     """CREATE TABLE events(
         id INTEGER PRIMARY KEY,
-        type INTEGER NOT NULL,
+        kind INTEGER NOT NULL,
         time INTEGER NOT NULL,
-        surface INTEGER NOT NULL,
         order_key INTEGER,
-        len INTEGER NOT NULL,
-        doc INTEGER,
-        cjk INTEGER NOT NULL
+        len INTEGER NOT NULL
     )""",
-    "CREATE TABLE docs(no INTEGER PRIMARY KEY, event INTEGER NOT NULL)",
-    # The current surface in model order (read_surface, references) without scanning the log.
-    "CREATE INDEX events_current ON events(id >> 31, order_key) WHERE surface = 0",
+    # The current surface (read_surface, references) without scanning the whole log.
+    "CREATE INDEX events_current ON events(id) WHERE kind & 3 = 0",
     "CREATE TABLE blocks(id INTEGER PRIMARY KEY, data BLOB NOT NULL)",
     "CREATE TABLE dictionaries(id INTEGER PRIMARY KEY, data BLOB NOT NULL)",
     f"""CREATE VIRTUAL TABLE events_fts USING fts5(
@@ -78,14 +86,21 @@ DDL = (
         text, content='', columnsize=0, tokenize='trigram')""",
 )
 
+#: SQL over an `events e` row: its extent `x`, session `s`, seq, type code, surface code, cjk.
+EVENT_JOINS = (" JOIN extents x ON x.first = (SELECT max(first) FROM extents WHERE first <= e.id)"
+               " JOIN sessions s ON s.no = x.session")
+SEQ = "(x.seq + e.id - x.first)"
+TYPE = "(e.kind >> 3)"
+SURFACE = "(e.kind & 3)"
+CJK = "(e.kind >> 2 & 1)"
 
-def event_id(session_no: int, seq: int) -> int:
-    return session_no << SEQ_BITS | seq
+
+def kind(type_code: int, cjk: bool, surface: int) -> int:
+    return type_code << 3 | int(cjk) << 2 | surface
 
 
-def session_range(session_no: int) -> tuple[int, int]:
-    """The first and last event id of a session."""
-    return session_no << SEQ_BITS, session_no << SEQ_BITS | SEQ_MASK
+def block_id(session_no: int, seq: int) -> int:
+    return session_no << (SEQ_BITS - BLOCK_BITS) | seq >> BLOCK_BITS
 
 
 def length_key(length: int) -> int:

@@ -38,7 +38,16 @@ from indexer.ranking import (
     order_by,
     rank,
 )
-from indexer.schema import LENGTH_BITS, LENGTH_MASK, SEQ_BITS, SEQ_MASK, SURFACE_NAMES
+from indexer.schema import (
+    CJK,
+    EVENT_JOINS,
+    LENGTH_BITS,
+    LENGTH_MASK,
+    SEQ,
+    SURFACE,
+    SURFACE_NAMES,
+    TYPE,
+)
 from indexer.snippet import highlight_texts, make_snippet, mark_spans, substring_spans
 from indexer.writer import has_cjk, text_of
 
@@ -49,10 +58,11 @@ FLOOR_MIN = 64
 FLOOR_FACTOR = 4
 GROWTH = 16
 
-#: The columns every candidate query selects, over aliases e (events), s (sessions), t (types).
-_COLUMNS = (f"e.id, s.id, e.id & {SEQ_MASK}, t.name, e.time, e.surface, e.len")
-_JOINS = (f" JOIN sessions s ON s.no = e.id >> {SEQ_BITS}"
-          " JOIN types t ON t.code = e.type")
+#: The columns every candidate query selects, over aliases e (events), x (extents), s (sessions),
+#: t (types).
+_COLUMNS = f"e.id, s.id, {SEQ}, t.name, e.time, {SURFACE}, e.len, s.no"
+_TYPES = f" JOIN types t ON t.code = {TYPE}"
+_JOINS = EVENT_JOINS + _TYPES
 
 
 def choose_index(query: str, mode: str) -> str:
@@ -72,10 +82,10 @@ def _where(plan: Mapping[str, Any]) -> tuple[str, list[Any]]:
 
 
 def _candidate(row: Iterable[Any], matches: int) -> Candidate:
-    rowid, sid, seq, kind, time, surface, length = tuple(row)[:7]
+    rowid, sid, seq, kind, time, surface, length, number = tuple(row)[:8]
     return {"sessionId": sid, "seq": seq, "type": kind, "time": time,
             "surface": SURFACE_NAMES[int(surface)], "length": length, "matches": matches,
-            "rowid": rowid}
+            "rowid": rowid, "sessionNo": number}
 
 
 # --- token index ---------------------------------------------------------------------------------
@@ -86,11 +96,11 @@ _FLOOR = ("SELECT rowid, recall_matches(events_fts) AS m FROM events_fts WHERE e
 
 def _join(conn: Conn, matches: Mapping[int, int], where: str,
           params: list[Any]) -> list[Candidate]:
-    """Candidates for the given document numbers (→ match count) that pass the filters."""
-    rows = conn.execute(f"SELECT {_COLUMNS}, d.no FROM docs d JOIN events e ON e.id = d.event"
-                        f"{_JOINS} WHERE d.no IN (SELECT value FROM json_each(?)) AND {where}",
+    """Candidates for the given event ids (→ match count) that pass the filters."""
+    rows = conn.execute(f"SELECT {_COLUMNS} FROM events e{_JOINS}"
+                        f" WHERE e.id IN (SELECT value FROM json_each(?)) AND {where}",
                         [orjson.dumps(list(matches)), *params])
-    return [_candidate(r, matches[int(r[7])]) for r in rows]
+    return [_candidate(r, matches[int(r[0])]) for r in rows]
 
 
 def _bounded(conn: Conn, plan: Mapping[str, Any], phrase: str, where: str,
@@ -125,32 +135,29 @@ def _whole(conn: Conn, plan: Mapping[str, Any], phrase: str, where: str,
             else "ranked AS (SELECT *, 1 AS rn FROM hits)")
     order = order_by(SESSION_ORDER if sessions else EVENT_ORDER)
     sql = (
-        "WITH hits AS MATERIALIZED (SELECT e.id AS rid, s.id AS sid,"
-        f" e.id & {SEQ_MASK} AS seq, e.type AS type, e.time AS time, e.surface AS surface,"
-        " e.len AS len, recall_matches(events_fts) AS mc FROM events_fts"
-        f" JOIN docs d ON d.no = events_fts.rowid >> {LENGTH_BITS}"
-        " JOIN events e ON e.id = d.event"
-        f" JOIN sessions s ON s.no = e.id >> {SEQ_BITS}"
+        f"WITH hits AS MATERIALIZED (SELECT e.id AS rid, s.id AS sid, {SEQ} AS seq,"
+        f" {TYPE} AS type, e.time AS time, {SURFACE} AS surface, e.len AS len, s.no AS no,"
+        " recall_matches(events_fts) AS mc FROM events_fts"
+        f" JOIN events e ON e.id = events_fts.rowid >> {LENGTH_BITS}{EVENT_JOINS}"
         f" WHERE events_fts MATCH ? AND {where}), "
         f"{best} SELECT rid, sid, seq, (SELECT name FROM types WHERE code = type), time, surface,"
-        f" len, mc FROM ranked WHERE rn = 1 ORDER BY {order} LIMIT ?")
+        f" len, no, mc FROM ranked WHERE rn = 1 ORDER BY {order} LIMIT ?")
     rows = conn.execute(sql, [phrase, *params, int(plan["fetch"])])
-    return [_candidate(r, int(r[7])) for r in rows]
+    return [_candidate(r, int(r[8])) for r in rows]
 
 
 def _within_session(conn: Conn, plan: Mapping[str, Any], phrase: str, where: str,
                     params: list[Any]) -> list[Candidate]:
     """Events scope: probe each of the session's documents (bounded by the session's size)."""
     sql = (f"SELECT {_COLUMNS}, recall_matches(events_fts) AS mc, e.len AS len,"
-           f" e.time AS time, e.id & {SEQ_MASK} AS seq"
-           f" FROM sessions s JOIN events e ON e.id BETWEEN s.no << {SEQ_BITS}"
-           f" AND (s.no << {SEQ_BITS}) + {SEQ_MASK}"
-           " CROSS JOIN events_fts ON events_fts.rowid = recall_document_id(e.doc, e.len)"
-           " JOIN types t ON t.code = e.type"
-           f" WHERE e.doc IS NOT NULL AND events_fts MATCH ? AND {where}"
+           f" e.time AS time, {SEQ} AS seq"
+           " FROM sessions s JOIN extents x ON x.session = s.no"
+           " JOIN events e ON e.id BETWEEN x.first AND x.first + x.size - 1"
+           " CROSS JOIN events_fts ON events_fts.rowid = recall_document_id(e.id, e.len)"
+           f"{_TYPES} WHERE e.len > 0 AND events_fts MATCH ? AND {where}"
            f" ORDER BY {order_by(EVENT_ORDER)} LIMIT ?")
     rows = conn.execute(sql, [phrase, *params, int(plan["fetch"])])
-    return [_candidate(r, int(r[7])) for r in rows]
+    return [_candidate(r, int(r[8])) for r in rows]
 
 
 def _token_candidates(conn: Conn, plan: Mapping[str, Any]) -> list[Candidate]:
@@ -171,21 +178,20 @@ def _trigram_candidates(conn: Conn, epoch: str,
     query = str(plan["query"])
     if len(query) >= TRIGRAM_MIN:
         sql = (f"SELECT {_COLUMNS} FROM events_tri"
-               f" JOIN docs d ON d.no = events_tri.rowid >> {LENGTH_BITS}"
-               f" JOIN events e ON e.id = d.event{_JOINS}"
+               f" JOIN events e ON e.id = events_tri.rowid >> {LENGTH_BITS}{_JOINS}"
                f" WHERE events_tri MATCH ? AND {where}")
         bound: list[Any] = [fts_phrase(query), *params]
     else:
         substring = conn.execute("SELECT value FROM meta WHERE key = 'substring'").fetchone()
-        scope = "e.len > 0" if substring and substring[0] == "1" else "e.cjk = 1"
+        scope = "e.len > 0" if substring and substring[0] == "1" else f"{CJK} = 1"
         sql = f"SELECT {_COLUMNS} FROM events e{_JOINS} WHERE {scope} AND {where}"
         bound = list(params)
     rows = conn.execute(sql, bound).fetchall()
-    raws = read_raws(conn, epoch, (int(r[0]) for r in rows))
+    raws = read_raws(conn, epoch, ((int(r[7]), int(r[2])) for r in rows))
     # The FTS side only narrows candidates; the exact match rule is the Python one below.
     candidates: list[Candidate] = []
     for row in rows:
-        spans = substring_spans(text_of(raws[int(row[0])]), query)
+        spans = substring_spans(text_of(raws[(int(row[7]), int(row[2]))]), query)
         if spans:
             candidates.append(_candidate(row, len(spans)))
     if plan["scope"] == "sessions":
@@ -202,8 +208,8 @@ def attach_snippets(conn: Conn, epoch: str, plan: Mapping[str, Any],
     todo = [c for c in candidates if "snippet" not in c]
     if not todo:
         return
-    raws = read_raws(conn, epoch, {int(c["rowid"]) for c in todo})
-    texts = {event: text_of(raw) for event, raw in raws.items()}
+    raws = read_raws(conn, epoch, {(int(c["sessionNo"]), int(c["seq"])) for c in todo})
+    texts = {int(c["rowid"]): text_of(raws[(int(c["sessionNo"]), int(c["seq"]))]) for c in todo}
     if plan["index"] == "token":
         marked = highlight_texts(fts_phrase(plan["query"]), texts)
     else:

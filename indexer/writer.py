@@ -6,24 +6,30 @@ older position is harmless; a different record under an existing key is a Source
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
 import orjson
 
-from indexer.blocks import BlockWriter, block_of, decode_block
+from indexer.blocks import BlockWriter, read_raws
 from indexer.database import Conn
 from indexer.errors import INDEX_FAILED, SourceConflict, query_error
 from indexer.schema import (
     BLOCK_EVENTS,
+    CJK,
+    EVENT_JOINS,
+    FIRST_EXTENT,
+    MAX_EXTENT,
     MAX_SESSIONS,
+    SEQ,
     SEQ_MASK,
     SHADOWED,
     SURFACE_CODES,
+    block_id,
     document_id,
-    event_id,
-    session_range,
+    kind,
 )
 from projections.events import header_key_fields
 from projections.extraction import extract_text
@@ -45,9 +51,9 @@ def text_of(raw: bytes) -> str:
 
 
 class ShardWriter:
-    """Writes into one shard (its writer connection), caching session numbers and type codes.
-
-    The caches describe committed state plus the open transaction; `reset` after a rollback."""
+    """Writes into one shard (its writer connection), caching session numbers, type codes and
+    extents. The caches describe committed state plus the open transaction; `reset` after a
+    rollback."""
 
     def __init__(self, conn: Conn, epoch: str, *, substring: bool) -> None:
         self.conn = conn
@@ -56,22 +62,15 @@ class ShardWriter:
         self.blocks = BlockWriter(conn, epoch)
         self._sessions: dict[str, int] = {}
         self._types: dict[str, int] = {}
-        self._next_doc: int | None = None
+        self._extents: dict[int, list[tuple[int, int, int]]] = {}  # no → [(seq, first, size)]
+        self._next_id: int | None = None
 
     def reset(self) -> None:
         self._sessions.clear()
         self._types.clear()
-        self._next_doc = None
+        self._extents.clear()
+        self._next_id = None
         self.blocks.reset()
-
-    def next_document(self) -> int:
-        """A new document number (dense: FTS5 stores rowid deltas)."""
-        if self._next_doc is None:
-            row = self.conn.execute("SELECT max(no) FROM docs").fetchone()
-            self._next_doc = int(row[0] or 0) + 1
-        number = self._next_doc
-        self._next_doc += 1
-        return number
 
     def session_no(self, session_id: str, *, create: bool = True) -> int | None:
         found = self._sessions.get(session_id)
@@ -100,8 +99,40 @@ class ShardWriter:
             self._types[name] = found
         return found
 
-    def raw(self, event: int) -> bytes | None:
-        return self.blocks.read(block_of(event)).get(event & (BLOCK_EVENTS - 1))
+    def _session_extents(self, session: int) -> list[tuple[int, int, int]]:
+        found = self._extents.get(session)
+        if found is None:
+            found = self._extents[session] = [
+                (int(a), int(b), int(c)) for a, b, c in self.conn.execute(
+                    "SELECT seq, first, size FROM extents WHERE session = ? ORDER BY seq",
+                    (session,))]
+        return found
+
+    def event_id(self, session: int, seq: int, *, allocate: bool = False) -> int | None:
+        """The id of (session, seq): from its extent, or (`allocate`) from a new extent."""
+        extents = self._session_extents(session)
+        at = bisect.bisect_right(extents, (seq, 1 << 62, 0)) - 1
+        if at >= 0:
+            start, first, size = extents[at]
+            if seq < start + size:
+                return first + seq - start
+        if not allocate:
+            return None
+        size = FIRST_EXTENT if not extents else min(MAX_EXTENT, 2 * extents[-1][2])
+        if at + 1 < len(extents):  # filling a gap: never overlap the next extent
+            size = min(size, extents[at + 1][0] - seq)
+        if self._next_id is None:
+            row = self.conn.execute("SELECT max(first + size) FROM extents").fetchone()
+            self._next_id = int(row[0] or 1)
+        first = self._next_id
+        self._next_id += size
+        self.conn.execute("INSERT INTO extents(first, session, seq, size) VALUES (?, ?, ?, ?)",
+                          (first, session, seq, size))
+        extents.insert(at + 1, (seq, first, size))
+        return first
+
+    def raw(self, session: int, seq: int) -> bytes | None:
+        return self.blocks.read(block_id(session, seq)).get(seq & (BLOCK_EVENTS - 1))
 
 
 def _check_seq(record: EventRecord) -> None:
@@ -138,8 +169,9 @@ def _start_order_key(w: ShardWriter, session: int, record: EventRecord,
     assert rep is not None
     start = pending(rep.start) if pending is not None else None
     if start is None:
-        row = w.conn.execute("SELECT order_key FROM events WHERE id = ?",
-                             (event_id(session, rep.start),)).fetchone()
+        eid = w.event_id(session, rep.start)
+        row = None if eid is None else w.conn.execute(
+            "SELECT order_key FROM events WHERE id = ?", (eid,)).fetchone()
         start = None if row is None else row[0]
     if start is None:
         raise SourceConflict(f"replacement {record.seq} of session {record.session_id!r} starts "
@@ -148,17 +180,26 @@ def _start_order_key(w: ShardWriter, session: int, record: EventRecord,
     return int(start)
 
 
-def _insert_documents(w: ShardWriter, docs: list[tuple[int, int, str, bool]]) -> None:
-    """Document rows and FTS entries for (document number, event id, text, cjk) of new events
-    with text."""
+def _shadow(w: ShardWriter, session: int, seqs: Iterable[int]) -> None:
+    ids = [(eid,) for eid in (w.event_id(session, s) for s in seqs) if eid is not None]
+    w.conn.executemany(f"UPDATE events SET kind = (kind & ~3) | {SHADOWED} WHERE id = ?", ids)
+
+
+def _insert_documents(w: ShardWriter, docs: list[tuple[int, str, bool]]) -> None:
+    """FTS entries for (event id, text, cjk) of new events with text."""
     if not docs:
         return
-    w.conn.executemany("INSERT INTO docs(no, event) VALUES (?, ?)", [(n, e) for n, e, _, _ in docs])
     w.conn.executemany("INSERT INTO events_fts(rowid, text) VALUES (?, ?)",
-                       [(document_id(n, len(t)), t) for n, _, t, _ in docs])
-    tri = [(document_id(n, len(t)), t) for n, _, t, cjk in docs if cjk or w.substring]
+                       [(document_id(e, len(t)), t) for e, t, _ in docs])
+    tri = [(document_id(e, len(t)), t) for e, t, cjk in docs if cjk or w.substring]
     if tri:
         w.conn.executemany("INSERT INTO events_tri(rowid, text) VALUES (?, ?)", tri)
+
+
+_INSERT_EVENT = "INSERT INTO events(id, kind, time, order_key, len) VALUES (?, ?, ?, ?, ?)"
+_TOTALS = ("UPDATE sessions SET event_count = event_count + ?, revision = revision + ?,"
+           " last_event_time = max(COALESCE(last_event_time, ?), ?), top_seq = max(top_seq, ?)"
+           " WHERE no = ?")
 
 
 def apply_event(w: ShardWriter, record: EventRecord) -> bool:
@@ -167,8 +208,7 @@ def apply_event(w: ShardWriter, record: EventRecord) -> bool:
     sid, seq = record.session_id, record.seq
     session = w.session_no(sid)
     assert session is not None
-    eid = event_id(session, seq)
-    stored = w.raw(eid)
+    stored = w.raw(session, seq)
     if stored is not None:
         if orjson.loads(stored) != orjson.loads(record.raw):
             raise SourceConflict(f"event {seq} of session {sid!r} differs from the indexed one",
@@ -178,22 +218,20 @@ def apply_event(w: ShardWriter, record: EventRecord) -> bool:
     rep = record.replacement
     if rep is not None:
         order_key = _start_order_key(w, session, record)
-        w.conn.executemany("UPDATE events SET surface = ? WHERE id = ?",
-                           [(SHADOWED, event_id(session, s)) for s in rep.shadowed_seqs])
+        _shadow(w, session, rep.shadowed_seqs)
     cjk = has_cjk(record.text)
-    doc = w.next_document() if record.text else None
-    w.conn.execute("INSERT INTO events(id, type, time, surface, order_key, len, doc, cjk)"
-                   " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                   (eid, w.type_code(record.type), record.time, SURFACE_CODES[record.surface.value],
-                    order_key, len(record.text), doc, int(cjk)))
-    entries = w.blocks.read(block_of(eid))
-    entries[eid & (BLOCK_EVENTS - 1)] = record.raw
-    w.blocks.write({block_of(eid): entries})
-    if doc is not None:
-        _insert_documents(w, [(doc, eid, record.text, cjk)])
-    w.conn.execute("UPDATE sessions SET event_count = event_count + 1, revision = revision + 1,"
-                   " last_event_time = max(COALESCE(last_event_time, ?), ?) WHERE no = ?",
-                   (record.time, record.time, session))
+    eid = w.event_id(session, seq, allocate=True)
+    assert eid is not None
+    w.conn.execute(_INSERT_EVENT, (eid, kind(w.type_code(record.type), cjk,
+                                             SURFACE_CODES[record.surface.value]),
+                                   record.time, order_key, len(record.text)))
+    block = block_id(session, seq)
+    entries = w.blocks.read(block)
+    entries[seq & (BLOCK_EVENTS - 1)] = record.raw
+    w.blocks.write({block: entries})
+    if record.text:
+        _insert_documents(w, [(eid, record.text, cjk)])
+    w.conn.execute(_TOTALS, (1, 1, record.time, record.time, seq, session))
     return True
 
 
@@ -207,24 +245,20 @@ class _Appends:
 
     def __init__(self, w: ShardWriter) -> None:
         self.w = w
-        self.rows: list[list[Any]] = []
-        self.at: dict[int, int] = {}  # event id → index in rows
+        self.rows: list[list[Any]] = []  # [id, type code, cjk, surface, time, order key, len]
+        self.at: dict[tuple[int, int], int] = {}  # (session, seq) → index in rows
         self.raws: dict[int, dict[int, bytes]] = {}  # block → index in block → raw
-        self.docs: list[tuple[int, int, str, bool]] = []
-        self.totals: dict[int, list[int]] = {}  # session number → [events, latest time]
+        self.docs: list[tuple[int, str, bool]] = []
+        self.totals: dict[int, list[int]] = {}  # session → [events, latest time, top seq]
         self.top: dict[str, int] = {}  # session → highest seq stored or batched (-1: none)
 
     def is_fresh(self, record: EventRecord) -> bool:
         sid = record.session_id
         top = self.top.get(sid)
         if top is None:
-            session = self.w.session_no(sid, create=False)
-            stored = None
-            if session is not None:
-                lo, hi = session_range(session)
-                stored = self.w.conn.execute("SELECT max(id) FROM events WHERE id BETWEEN ? AND ?",
-                                             (lo, hi)).fetchone()[0]
-            top = self.top[sid] = -1 if stored is None else int(stored) & SEQ_MASK
+            row = self.w.conn.execute("SELECT top_seq FROM sessions WHERE id = ?",
+                                      (sid,)).fetchone()
+            top = self.top[sid] = -1 if row is None else int(row[0])
         return record.seq > top
 
     def add(self, record: EventRecord) -> None:
@@ -233,58 +267,58 @@ class _Appends:
         sid, seq = record.session_id, record.seq
         session = w.session_no(sid)
         assert session is not None
-        eid = event_id(session, seq)
         order_key: int | None = seq if record.surface is Surface.CURRENT else None
         rep = record.replacement
         if rep is not None:
             def pending(start: int) -> Any:
-                at = self.at.get(event_id(session, start))
-                return None if at is None else self.rows[at][4]
+                at = self.at.get((session, start))
+                return None if at is None else self.rows[at][5]
             order_key = _start_order_key(w, session, record, pending)
             stored = []
             for shadowed in rep.shadowed_seqs:
-                at = self.at.get(event_id(session, shadowed))
+                at = self.at.get((session, shadowed))
                 if at is not None:
                     self.rows[at][3] = SHADOWED
                 else:
-                    stored.append((SHADOWED, event_id(session, shadowed)))
-            w.conn.executemany("UPDATE events SET surface = ? WHERE id = ?", stored)
+                    stored.append(shadowed)
+            _shadow(w, session, stored)
         text = record.text
         cjk = has_cjk(text) if text else False
-        doc = w.next_document() if text else None
-        self.at[eid] = len(self.rows)
-        self.rows.append([eid, w.type_code(record.type), record.time,
-                          SURFACE_CODES[record.surface.value], order_key, len(text), doc, int(cjk)])
-        block = block_of(eid)
+        eid = w.event_id(session, seq, allocate=True)
+        assert eid is not None
+        self.at[(session, seq)] = len(self.rows)
+        self.rows.append([eid, w.type_code(record.type), cjk,
+                          SURFACE_CODES[record.surface.value], record.time, order_key, len(text)])
+        block = block_id(session, seq)
         entries = self.raws.get(block)
         if entries is None:
             entries = self.raws[block] = {}
-            if self.top[sid] >= 0 and block_of(event_id(session, self.top[sid])) == block:
+            top = self.top[sid]
+            if top >= 0 and block_id(session, top) == block:
                 entries.update(w.blocks.read(block))  # the session's last, partly filled block
-        entries[eid & (BLOCK_EVENTS - 1)] = record.raw
-        if doc is not None:
-            self.docs.append((doc, eid, text, cjk))
+        entries[seq & (BLOCK_EVENTS - 1)] = record.raw
+        if text:
+            self.docs.append((eid, text, cjk))
         self.top[sid] = seq
         totals = self.totals.get(session)
         if totals is None:
-            self.totals[session] = [1, record.time]
+            self.totals[session] = [1, record.time, seq]
         else:
             totals[0] += 1
             totals[1] = max(totals[1], record.time)
+            totals[2] = seq
 
     def flush(self) -> None:
         if not self.rows:
             return
         conn = self.w.conn
-        conn.executemany("INSERT INTO events(id, type, time, surface, order_key, len, doc, cjk)"
-                         " VALUES (?, ?, ?, ?, ?, ?, ?, ?)", self.rows)
+        conn.executemany(_INSERT_EVENT, [(r[0], kind(r[1], r[2], r[3]), r[4], r[5], r[6])
+                                         for r in self.rows])
         self.w.blocks.write(self.raws)
         _insert_documents(self.w, self.docs)
         # max(COALESCE(t0, a), a, b, …) one event at a time == max(COALESCE(t0, m), m), m = max.
-        conn.executemany("UPDATE sessions SET event_count = event_count + ?,"
-                         " revision = revision + ?,"
-                         " last_event_time = max(COALESCE(last_event_time, ?), ?) WHERE no = ?",
-                         [(n, n, t, t, no) for no, (n, t) in self.totals.items()])
+        conn.executemany(_TOTALS, [(n, n, t, t, top, no)
+                                   for no, (n, t, top) in self.totals.items()])
         self.rows, self.at, self.raws, self.docs, self.totals = [], {}, {}, [], {}
 
 
@@ -329,21 +363,23 @@ def build_trigram(w: ShardWriter, progress: Callable[[int, int], None] | None = 
     without it) and mark the shard covered, in one transaction (a crash leaves it as it was).
     Returns the number of documents added. The caller holds the write lock."""
     conn = w.conn
+    select = (f"SELECT e.id, x.session, {SEQ}, e.len FROM events e{EVENT_JOINS}"
+              f" WHERE e.len > 0 AND {CJK} = 0")
     conn.execute("BEGIN IMMEDIATE")
     try:
-        total = conn.execute("SELECT count(*) FROM events WHERE doc IS NOT NULL AND cjk = 0"
+        total = conn.execute(f"SELECT count(*) FROM events e WHERE e.len > 0 AND {CJK} = 0"
                              ).fetchone()[0]
         added = 0
         last = -1
         while True:
-            rows = conn.execute("SELECT id, doc, len FROM events WHERE doc IS NOT NULL AND cjk = 0"
-                                " AND id > ? ORDER BY id LIMIT ?", (last, batch)).fetchall()
+            rows = conn.execute(f"{select} AND e.id > ? ORDER BY e.id LIMIT ?",
+                                (last, batch)).fetchall()
             if not rows:
                 break
-            raws = _raws_by_block(w, [int(r[0]) for r in rows])
+            raws = read_raws(conn, w.epoch, ((int(r[1]), int(r[2])) for r in rows))
             conn.executemany("INSERT INTO events_tri(rowid, text) VALUES (?, ?)",
-                             [(document_id(int(d), int(n)), text_of(raws[int(i)]))
-                              for i, d, n in rows])
+                             [(document_id(int(e), int(n)), text_of(raws[(int(s), int(q))]))
+                              for e, s, q, n in rows])
             last = int(rows[-1][0])
             added += len(rows)
             if progress is not None:
@@ -355,16 +391,3 @@ def build_trigram(w: ShardWriter, progress: Callable[[int, int], None] | None = 
         raise
     w.substring = True
     return added
-
-
-def _raws_by_block(w: ShardWriter, events: list[int]) -> dict[int, bytes]:
-    out: dict[int, bytes] = {}
-    for block in sorted({block_of(e) for e in events}):
-        row = w.conn.execute("SELECT data FROM blocks WHERE id = ?", (block,)).fetchone()
-        if row is None:
-            continue
-        base = block << 4
-        for index, raw in decode_block(w.conn, w.epoch, bytes(row[0])).items():
-            out[base | index] = raw
-    return out
-
