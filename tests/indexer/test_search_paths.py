@@ -11,6 +11,7 @@ import pytest
 import reference_search
 from contract import drain_pages
 
+import indexer.search
 import indexer.service
 from indexer.scatter import Coordinator, answer_shard_search
 
@@ -102,3 +103,23 @@ def test_threaded_scatter_raises_the_first_shards_error(make_index: Any,
     with pytest.raises(RuntimeError, match="shard 2"):
         service._scatter(calls, fn)
     assert service._scatter(calls[:2], fn) == [[0], [1]]
+
+
+@pytest.mark.parametrize("floor", [1, 2, 3, 5])
+def test_hits_tied_with_the_floor_boundary_are_never_cut(make_index: Any, floor: int,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hits sharing the boundary's (count, length key) but ranking above it by time must not be
+    lost when the floor pass stops inside their group."""
+    monkeypatch.setattr(indexer.search, "FLOOR_MIN", floor)
+    monkeypatch.setattr(indexer.search, "FLOOR_FACTOR", 1)
+    shards, service = make_index(shards=2)
+    for s in range(12):  # same count, same length; the later the time, the better the rank
+        shards.write_batch(texts_session(f"s{s:02d}", ["ab needle"], times=[100 + (s * 7) % 12]),
+                           {})
+    events = reference_search.indexed_events(service)
+    expected = reference_search.search(events, "needle")
+    assert [h["sessionId"] for h in expected[:3]] == ["s05", "s10", "s03"]
+    for limit in (1, 2, 3):
+        pages = drain_pages(lambda r: service.search_sessions(r, now_ms=NOW),
+                            {"query": "needle", "limit": limit})
+        assert [i["bestMatch"] for page in pages for i in page] == expected
