@@ -50,8 +50,14 @@ def sort_key(order: tuple[Field, ...]) -> Callable[[Mapping[str, Any]], tuple[An
     return key
 
 
-event_key = sort_key(EVENT_ORDER)
-session_key = sort_key(SESSION_ORDER)
+def event_key(c: Mapping[str, Any]) -> tuple[int, int, int, int]:
+    """`sort_key(EVENT_ORDER)` spelled out (it runs per candidate; tests pin the two equal)."""
+    return (-c["matches"], c["length"], -c["time"], -c["seq"])
+
+
+def session_key(c: Mapping[str, Any]) -> tuple[int, int, int, str, int]:
+    """`sort_key(SESSION_ORDER)` spelled out."""
+    return (-c["matches"], c["length"], -c["time"], c["sessionId"], -c["seq"])
 
 
 def rank(candidates: Iterable[Candidate], scope: Scope) -> list[Candidate]:

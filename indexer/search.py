@@ -96,34 +96,55 @@ _FLOOR = ("SELECT rowid, recall_matches(events_fts) AS m FROM events_fts WHERE e
 
 def _join(conn: Conn, matches: Mapping[int, int], where: str,
           params: list[Any]) -> list[Candidate]:
-    """Candidates for the given event ids (→ match count) that pass the filters."""
+    """Candidates for the given document ids (→ match count) that pass the filters."""
+    if not matches:
+        return []
+    ids = {d >> LENGTH_BITS: m for d, m in matches.items()}
     rows = conn.execute(f"SELECT {_COLUMNS} FROM events e{_JOINS}"
                         f" WHERE e.id IN (SELECT value FROM json_each(?)) AND {where}",
-                        [orjson.dumps(list(matches)), *params])
-    return [_candidate(r, matches[int(r[0])]) for r in rows]
+                        [orjson.dumps(list(ids)), *params])
+    return [_candidate(r, ids[int(r[0])]) for r in rows]
 
 
 def _bounded(conn: Conn, plan: Mapping[str, Any], phrase: str, where: str,
              params: list[Any]) -> list[Candidate] | None:
-    """Steps 1–3 of the module docstring; None when T never held `fetch` results."""
+    """Steps 1–3 of the module docstring; None when the floor pass never held `fetch` results.
+
+    The floor rows arrive sorted by (count, length key), so any prefix that ends where that key
+    changes is exactly "every hit strictly better than the next row": it is joined a prefix at
+    a time (doubling), since most pages need little more than `fetch` rows."""
     fetch = int(plan["fetch"])
     sessions = plan["scope"] == "sessions"
     size = max(FLOOR_MIN, FLOOR_FACTOR * fetch)
     for _ in range(2):
-        top = conn.execute(_FLOOR, (phrase, size)).fetchall()
-        complete = len(top) < size
-        if not complete:  # keep the hits strictly better than the M-th (step 2)
-            bound = (int(top[-1][1]), int(top[-1][0]) & LENGTH_MASK)
-            top = [(d, m) for d, m in top if (int(m), -(int(d) & LENGTH_MASK)) >
-                   (bound[0], -bound[1])]
-        matches = {int(d) >> LENGTH_BITS: int(m) for d, m in top}
-        found = _join(conn, matches, where, params)
-        if sessions:
-            found = best_per_session(found)
-        if complete or len(found) >= fetch:
-            return rank(found, plan["scope"])[:fetch]
+        rows = [(int(d), int(m)) for d, m in conn.execute(_FLOOR, (phrase, size))]
+        complete = len(rows) < size
+        usable = len(rows)
+        if not complete:  # the last (count, length key) group may continue past the M-th hit
+            last = _key(rows[-1])
+            while usable and _key(rows[usable - 1]) == last:
+                usable -= 1
+        found: list[Candidate] = []
+        joined = 0
+        end = min(usable, fetch + fetch // 4 + 1)
+        while True:
+            while 0 < end < usable and _key(rows[end]) == _key(rows[end - 1]):
+                end += 1  # never split a group
+            found.extend(_join(conn, dict(rows[joined:end]), where, params))
+            joined = end
+            ranked = best_per_session(found) if sessions else found
+            if len(ranked) >= fetch or (complete and end == usable):
+                return rank(ranked, plan["scope"])[:fetch]
+            if end == usable:
+                break
+            end = min(usable, 2 * end)
         size *= GROWTH
     return None
+
+
+def _key(row: tuple[int, int]) -> tuple[int, int]:
+    """(count, length key) of a floor row (document id, count)."""
+    return row[1], row[0] & LENGTH_MASK
 
 
 def _whole(conn: Conn, plan: Mapping[str, Any], phrase: str, where: str,
@@ -205,19 +226,31 @@ def _trigram_candidates(conn: Conn, epoch: str,
 def attach_snippets(conn: Conn, epoch: str, plan: Mapping[str, Any],
                     candidates: list[Candidate]) -> None:
     """Fill in the `snippet` of candidates that `search_shard` found on this shard."""
-    todo = [c for c in candidates if "snippet" not in c]
+    make_snippets([(conn, epoch, candidates)], plan)
+
+
+def make_snippets(parts: list[tuple[Conn, str, list[Candidate]]],
+                  plan: Mapping[str, Any]) -> None:
+    """Fill in the `snippet` of candidates found on several shards (each with the connection
+    and epoch of its shard), highlighting all their texts at once."""
+    texts: dict[int, str] = {}
+    todo: list[Candidate] = []
+    for conn, epoch, candidates in parts:
+        mine = [c for c in candidates if "snippet" not in c]
+        raws = read_raws(conn, epoch, {(int(c["sessionNo"]), int(c["seq"])) for c in mine})
+        for c in mine:
+            texts[len(todo)] = text_of(raws[(int(c["sessionNo"]), int(c["seq"]))])
+            todo.append(c)
     if not todo:
         return
-    raws = read_raws(conn, epoch, {(int(c["sessionNo"]), int(c["seq"])) for c in todo})
-    texts = {int(c["rowid"]): text_of(raws[(int(c["sessionNo"]), int(c["seq"]))]) for c in todo}
     if plan["index"] == "token":
         marked = highlight_texts(fts_phrase(plan["query"]), texts)
     else:
         query = str(plan["query"])
         marked = {i: mark_spans(t, substring_spans(t, query)) for i, t in texts.items()}
     size = int(plan["snippetChars"])
-    for c in todo:
-        c["snippet"] = make_snippet(marked[int(c["rowid"])], size)
+    for i, c in enumerate(todo):
+        c["snippet"] = make_snippet(marked[i], size)
 
 
 def attach_headers(conn: Conn, candidates: list[Candidate]) -> None:

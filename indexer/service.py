@@ -27,7 +27,7 @@ from indexer.filters import canonical_filters, check_budgets, validate_filters
 from indexer.normalize import check_cursor_type, normalize_query, resolve_limit
 from indexer.ranking import Candidate, Scope, merge_page
 from indexer.reads import SessionReads
-from indexer.search import attach_headers, attach_snippets, choose_index, search_shard
+from indexer.search import attach_headers, choose_index, make_snippets, search_shard
 from indexer.shard import Shard
 from indexer.shardset import Progress, ShardSet
 from indexer.snapshots import Snapshot, SnapshotRegistry
@@ -198,9 +198,9 @@ class QueryService(SessionReads):
             by_shard: dict[int, list[Candidate]] = {}
             for c in page:
                 by_shard.setdefault(self.shardset.shard_for(c["sessionId"]).index, []).append(c)
-            for index, found in by_shard.items():
-                attach_snippets(conns[index], epochs[index], plan, found)
-                if scope == "sessions":
+            make_snippets([(conns[i], epochs[i], found) for i, found in by_shard.items()], plan)
+            if scope == "sessions":
+                for index, found in by_shard.items():
                     attach_headers(conns[index], found)
         next_cursor = None
         if len(rows) > req["limit"]:

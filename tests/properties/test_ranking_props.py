@@ -17,7 +17,15 @@ from hypothesis import strategies as st
 import indexer.search
 from indexer import IndexConfig, QueryService, ShardSet
 from indexer.matchcount import compiled_path, register
-from indexer.ranking import EVENT_ORDER, SESSION_ORDER, order_by, rank
+from indexer.ranking import (
+    EVENT_ORDER,
+    SESSION_ORDER,
+    event_key,
+    order_by,
+    rank,
+    session_key,
+    sort_key,
+)
 from projections.extraction import HIGHLIGHT_OPEN
 
 from ..indexer.helpers import assistant, session_records, user
@@ -118,3 +126,11 @@ def test_sql_orders_exactly_like_the_python_keys(candidates: list[dict[str, Any]
                 else None, c["seq"]) for c in sql]
         assert key == [(c["matches"], c["length"], c["time"], c["sessionId"] if scope ==
                         "sessions" else None, c["seq"]) for c in python]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(_candidate, min_size=1, max_size=10))
+def test_spelled_out_keys_equal_the_derived_ones(candidates: list[dict[str, Any]]) -> None:
+    for c in candidates:
+        assert event_key(c) == sort_key(EVENT_ORDER)(c)
+        assert session_key(c) == sort_key(SESSION_ORDER)(c)
