@@ -13,7 +13,8 @@ Token searches across sessions cost work bounded by the page, not by the hits (i
    exactly the set of all hits strictly better than B, and every hit in T beats every hit
    outside it on (count, length), the first two ranking fields (the length key is monotone in
    the length). So T holds each session's best hit if the session has a hit in T.
-3. Only T is joined to events and sessions (filters, time, seq, session id) and ranked exactly.
+3. Only these M rows are joined to events and sessions (filters, time, seq, session id; in the
+   same statement as step 1) and T is ranked exactly.
    If T yields `fetch` sessions (or events) the answer is exact: anything outside ranks after
    all of them. Otherwise M grows once, then the whole result is computed in one statement.
 Searches within one session probe that session's documents instead.
@@ -54,6 +55,7 @@ from indexer.writer import has_cjk, text_of
 #: Trigram MATCH needs 3 code points; shorter substring queries scan (CJK docs only by default).
 TRIGRAM_MIN = 3
 #: Floor pass size: at least this many hits, or this many times `fetch`; then ×GROWTH once.
+#: (Each floor row costs a table lookup, each statement ~25 lookups' worth: measured.)
 FLOOR_MIN = 64
 FLOOR_FACTOR = 4
 GROWTH = 16
@@ -90,61 +92,36 @@ def _candidate(row: Iterable[Any], matches: int) -> Candidate:
 
 # --- token index ---------------------------------------------------------------------------------
 
-_FLOOR = ("SELECT rowid, recall_matches(events_fts) AS m FROM events_fts WHERE events_fts MATCH ?"
-          f" ORDER BY m DESC, rowid & {LENGTH_MASK} LIMIT ?")
-
-
-def _join(conn: Conn, matches: Mapping[int, int], where: str,
-          params: list[Any]) -> list[Candidate]:
-    """Candidates for the given document ids (→ match count) that pass the filters."""
-    if not matches:
-        return []
-    ids = {d >> LENGTH_BITS: m for d, m in matches.items()}
-    rows = conn.execute(f"SELECT {_COLUMNS} FROM events e{_JOINS}"
-                        f" WHERE e.id IN (SELECT value FROM json_each(?)) AND {where}",
-                        [orjson.dumps(list(ids)), *params])
-    return [_candidate(r, ids[int(r[0])]) for r in rows]
+def _floor_sql(where: str) -> str:
+    """The floor pass and the join of its rows in one statement: every floor row comes back
+    (in no particular order) with its candidate columns and whether it passes the filters."""
+    return (
+        "WITH f AS MATERIALIZED (SELECT rowid AS d, recall_matches(events_fts) AS m"
+        " FROM events_fts WHERE events_fts MATCH ?"
+        f" ORDER BY m DESC, rowid & {LENGTH_MASK} LIMIT ?)"
+        f" SELECT f.d, f.m, {_COLUMNS}, coalesce({where}, 0) FROM f"
+        f" JOIN events e ON e.id = f.d >> {LENGTH_BITS}{_JOINS}")
 
 
 def _bounded(conn: Conn, plan: Mapping[str, Any], phrase: str, where: str,
              params: list[Any]) -> list[Candidate] | None:
-    """Steps 1–3 of the module docstring; None when the floor pass never held `fetch` results.
-
-    The floor rows arrive sorted by (count, length key), so any prefix that ends where that key
-    changes is exactly "every hit strictly better than the next row": it is joined a prefix at
-    a time (doubling), since most pages need little more than `fetch` rows."""
+    """Steps 1–3 of the module docstring; None when the floor pass never held `fetch` results."""
     fetch = int(plan["fetch"])
-    sessions = plan["scope"] == "sessions"
     size = max(FLOOR_MIN, FLOOR_FACTOR * fetch)
+    sql = _floor_sql(where)
     for _ in range(2):
-        rows = [(int(d), int(m)) for d, m in conn.execute(_FLOOR, (phrase, size))]
+        rows = conn.execute(sql, [phrase, size, *params]).fetchall()
         complete = len(rows) < size
-        usable = len(rows)
-        if not complete:  # the last (count, length key) group may continue past the M-th hit
-            last = _key(rows[-1])
-            while usable and _key(rows[usable - 1]) == last:
-                usable -= 1
-        found: list[Candidate] = []
-        joined = 0
-        end = min(usable, fetch + fetch // 4 + 1)
-        while True:
-            while 0 < end < usable and _key(rows[end]) == _key(rows[end - 1]):
-                end += 1  # never split a group
-            found.extend(_join(conn, dict(rows[joined:end]), where, params))
-            joined = end
-            ranked = best_per_session(found) if sessions else found
-            if len(ranked) >= fetch or (complete and end == usable):
-                return rank(ranked, plan["scope"])[:fetch]
-            if end == usable:
-                break
-            end = min(usable, 2 * end)
+        if not complete:  # the M-th hit's (count, length key) group may continue past it
+            last = max((-int(r[1]), int(r[0]) & LENGTH_MASK) for r in rows)
+            rows = [r for r in rows if (-int(r[1]), int(r[0]) & LENGTH_MASK) < last]
+        found = [_candidate(r[2:], int(r[1])) for r in rows if r[-1]]
+        if plan["scope"] == "sessions":
+            found = best_per_session(found)
+        if complete or len(found) >= fetch:
+            return rank(found, plan["scope"])[:fetch]
         size *= GROWTH
     return None
-
-
-def _key(row: tuple[int, int]) -> tuple[int, int]:
-    """(count, length key) of a floor row (document id, count)."""
-    return row[1], row[0] & LENGTH_MASK
 
 
 def _whole(conn: Conn, plan: Mapping[str, Any], phrase: str, where: str,

@@ -9,12 +9,14 @@ replays the store's tail into the index, and tracking makes that replay harmless
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from indexer import IndexConfig, ShardSet
 from indexer.digest import index_digest
+from indexer.errors import IndexOutdated
 from projections.errors import SessionQueryError
 from projections.fold import Step, SurfaceState, apply, plan
 from projections.records import HeaderRecord, IndexRecord, event_record, fold_records
@@ -38,7 +40,10 @@ class EmbeddedRuntime:
         self.store = SessionStore(self.data_dir / "store")
         self.dead_letters = DeadLetters(self.data_dir / "dead-letter.jsonl")
         self.generations = Generations(self.data_dir / "index")
-        self.shards = self._open_shards(self.generations.current())
+        try:
+            self.shards = self._open_shards(self.generations.current())
+        except IndexOutdated as exc:  # written by an older version: rebuild, never refuse
+            self.shards = self._migrate(exc)
         self._pending = self.data_dir / "index-pending"
         self.ingestor = Ingestor(self.data_dir, self.store, self.dead_letters, self._index_append,
                                  max_event_bytes=settings.max_event_bytes, importers=importers,
@@ -118,13 +123,12 @@ class EmbeddedRuntime:
                 indexed += len(events) - position
             if progress is not None:
                 progress(done, len(ids))
-        if target is self.shards:
+        if target is getattr(self, "shards", None):  # (unset while migrating at open)
             self._pending.unlink(missing_ok=True)
         return indexed
 
-    def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-        """Build a complete new index generation from the store beside the live one, then swap
-        atomically. Resumable: an interrupted build is continued, not restarted."""
+    def _build(self, progress: Callable[[int, int], None] | None) -> tuple[Path, int]:
+        """Fill the generation being built from the store (resumed if interrupted)."""
         path = self.generations.building()
         try:
             build = self._open_shards(path)
@@ -133,15 +137,41 @@ class EmbeddedRuntime:
             path = self.generations.building()
             build = self._open_shards(path)
         try:
-            indexed = self.catch_up(progress, shards=build)
+            return path, self.catch_up(progress, shards=build)
         finally:
             build.close()
+
+    def _migrate(self, reason: IndexOutdated) -> ShardSet:
+        """Rebuild an index an older version wrote (schema change) from the store, reporting
+        progress on stderr, and make it the live generation."""
+        print(f"recall: {reason.message}; rebuilding the index from the store", file=sys.stderr)
+        path, indexed = self._build(_stderr_progress("rebuilding the index"))
+        self.generations.promote(path)
+        print(f"recall: index rebuilt ({indexed} events)", file=sys.stderr)
+        return self._open_shards(self.generations.current())
+
+    def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        """Build a complete new index generation from the store beside the live one, then swap
+        atomically. Resumable: an interrupted build is continued, not restarted."""
+        path, indexed = self._build(progress)
         old = self.generations.promote(path)
         self.shards.close()
         self.shards = self._open_shards(self.generations.current())
         removed = self.generations.cleanup(self.settings.snapshot_retention_s)
         return {"generation": path.name, "previous": old.name, "eventsIndexed": indexed,
                 "removed": removed, **index_digest(self.shards)}
+
+
+def _stderr_progress(label: str) -> Callable[[int, int], None]:
+    """Progress lines on stderr, at most one per 10 % (and the last)."""
+    shown = [-1]
+
+    def report(done: int, total: int) -> None:
+        tenth = done * 10 // max(total, 1)
+        if tenth != shown[0] or done == total:
+            shown[0] = tenth
+            print(f"recall: {label}: {done}/{total} sessions", file=sys.stderr, flush=True)
+    return report
 
 
 def index_config(settings: Settings) -> IndexConfig:

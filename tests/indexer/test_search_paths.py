@@ -123,3 +123,23 @@ def test_hits_tied_with_the_floor_boundary_are_never_cut(make_index: Any, floor:
         pages = drain_pages(lambda r: service.search_sessions(r, now_ms=NOW),
                             {"query": "needle", "limit": limit})
         assert [i["bestMatch"] for page in pages for i in page] == expected
+
+
+def test_unfiltered_pages_come_from_the_floor_pass(make_index: Any,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bounded work: with many more hits than the floor pass keeps, a page is still answered
+    from it (the statement over every hit is for filters that reject most hits)."""
+    def whole(*args: Any) -> Any:
+        raise AssertionError("the floor pass should have sufficed")
+
+    shards, service = make_index(shards=2)
+    for s in range(60):
+        texts = [" ".join(["needle"] * (1 + (s * 7 + i) % 5) + ["hay"] * (i % 4)) for i in range(6)]
+        shards.write_batch(texts_session(f"s{s:02d}", texts), {})
+    events = reference_search.indexed_events(service)
+    expected = reference_search.search(events, "needle")
+    monkeypatch.setattr(indexer.search, "_whole", whole)
+    monkeypatch.setattr(indexer.search, "GROWTH", 1)  # and from its first round
+    for limit in (1, 5, 20):
+        page = service.search_sessions({"query": "needle", "limit": limit}, now_ms=NOW)
+        assert [i["bestMatch"] for i in page["items"]] == expected[:limit]
