@@ -87,7 +87,8 @@ DDL = (
 )
 
 #: SQL over an `events e` row: its extent `x`, session `s`, seq, type code, surface code, cjk.
-EVENT_JOINS = (" JOIN extents x ON x.first = (SELECT max(first) FROM extents WHERE first <= e.id)"
+EVENT_JOINS = (" JOIN extents x ON x.first ="
+               " (SELECT first FROM extents WHERE first <= e.id ORDER BY first DESC LIMIT 1)"
                " JOIN sessions s ON s.no = x.session")
 SEQ = "(x.seq + e.id - x.first)"
 TYPE = "(e.kind >> 3)"

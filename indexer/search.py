@@ -13,8 +13,9 @@ Token searches across sessions cost work bounded by the page, not by the hits (i
    exactly the set of all hits strictly better than B, and every hit in T beats every hit
    outside it on (count, length), the first two ranking fields (the length key is monotone in
    the length). So T holds each session's best hit if the session has a hit in T.
-3. Only these M rows are joined to events and sessions (filters, time, seq, session id; in the
-   same statement as step 1) and T is ranked exactly.
+3. Only T — in fact only as much of it as the page needs (`bounded_top`) — is joined to events
+   and sessions (filters, time, seq, session id) and ranked exactly. The query service runs
+   step 1 on every shard and steps 2–3 once over all of them.
    If T yields `fetch` sessions (or events) the answer is exact: anything outside ranks after
    all of them. Otherwise M grows once, then the whole result is computed in one statement.
 Searches within one session probe that session's documents instead.
@@ -22,7 +23,8 @@ Searches within one session probe that session's documents instead.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -92,34 +94,86 @@ def _candidate(row: Iterable[Any], matches: int) -> Candidate:
 
 # --- token index ---------------------------------------------------------------------------------
 
-def _floor_sql(where: str) -> str:
-    """The floor pass and the join of its rows in one statement: every floor row comes back
-    (in no particular order) with its candidate columns and whether it passes the filters."""
-    return (
-        "WITH f AS MATERIALIZED (SELECT rowid AS d, recall_matches(events_fts) AS m"
-        " FROM events_fts WHERE events_fts MATCH ?"
-        f" ORDER BY m DESC, rowid & {LENGTH_MASK} LIMIT ?)"
-        f" SELECT f.d, f.m, {_COLUMNS}, coalesce({where}, 0) FROM f"
-        f" JOIN events e ON e.id = f.d >> {LENGTH_BITS}{_JOINS}")
+_FLOOR = ("SELECT rowid, recall_matches(events_fts) AS m FROM events_fts WHERE events_fts MATCH ?"
+          f" ORDER BY m DESC, rowid & {LENGTH_MASK} LIMIT ?")
 
 
-def _bounded(conn: Conn, plan: Mapping[str, Any], phrase: str, where: str,
-             params: list[Any]) -> list[Candidate] | None:
-    """Steps 1–3 of the module docstring; None when the floor pass never held `fetch` results."""
+@dataclass(frozen=True, slots=True)
+class Floor:
+    """One shard's floor pass: its best hits as (document id, match count), and whether they
+    are all of its hits."""
+
+    rows: list[tuple[int, int]]
+    complete: bool
+
+
+def floor_pass(conn: Conn, phrase: str, size: int) -> Floor:
+    """Step 1: the shard's best `size` hits by (count desc, length key asc)."""
+    rows = [(int(d), int(m)) for d, m in conn.execute(_FLOOR, (phrase, size))]
+    return Floor(rows, len(rows) < size)
+
+
+def floor_size(fetch: int) -> int:
+    return max(FLOOR_MIN, FLOOR_FACTOR * fetch)
+
+
+def _key(row: tuple[int, int]) -> tuple[int, int]:
+    """A floor row's (count, length key) as an ascending sort key."""
+    return -row[1], row[0] & LENGTH_MASK
+
+
+def _join(conn: Conn, rows: list[tuple[int, int]], where: str,
+          params: list[Any]) -> list[Candidate]:
+    """Candidates for floor rows (document id, count) that pass the filters."""
+    ids = {d >> LENGTH_BITS: m for d, m in rows}
+    found = conn.execute(f"SELECT {_COLUMNS} FROM events e{_JOINS}"
+                         f" WHERE e.id IN (SELECT value FROM json_each(?)) AND {where}",
+                         [orjson.dumps(list(ids)), *params])
+    return [_candidate(r, ids[int(r[0])]) for r in found]
+
+
+def bounded_top(conns: Sequence[Conn], floors: Sequence[Floor],
+                plan: Mapping[str, Any]) -> list[Candidate] | None:
+    """Steps 2–3 over one or several shards: the exact top `fetch` candidates of all of them,
+    or None when their floor passes do not hold `fetch` results.
+
+    The floor rows of all shards, merged by (count, length key), are cut before the best M-th
+    key of an incomplete shard: what remains is every hit strictly better than that key. Any
+    prefix of it ending where the key changes is again "every hit strictly better than the next
+    row", so it is joined a prefix at a time (doubling): a page needs little more than `fetch`
+    rows, whichever shards they are in."""
+    where, params = _where(plan)
     fetch = int(plan["fetch"])
-    size = max(FLOOR_MIN, FLOOR_FACTOR * fetch)
-    sql = _floor_sql(where)
+    cut = min((_key(f.rows[-1]) for f in floors if not f.complete), default=None)
+    merged = sorted((_key(row), k, row) for k, f in enumerate(floors) for row in f.rows
+                    if cut is None or _key(row) < cut)
+    found: list[Candidate] = []
+    joined = 0
+    end = min(len(merged), fetch + fetch // 4 + 1)
+    while True:
+        while 0 < end < len(merged) and merged[end][0] == merged[end - 1][0]:
+            end += 1  # never split a group
+        by_shard: dict[int, list[tuple[int, int]]] = {}
+        for _, k, row in merged[joined:end]:
+            by_shard.setdefault(k, []).append(row)
+        for k, rows in by_shard.items():
+            found.extend(_join(conns[k], rows, where, params))
+        joined = end
+        ranked = best_per_session(found) if plan["scope"] == "sessions" else found
+        if len(ranked) >= fetch or (end == len(merged) and cut is None):
+            return rank(ranked, plan["scope"])[:fetch]
+        if end == len(merged):
+            return None
+        end = min(len(merged), 2 * end)
+
+
+def _bounded(conn: Conn, plan: Mapping[str, Any], phrase: str) -> list[Candidate] | None:
+    """Steps 1–3 on one shard, growing the floor pass once."""
+    size = floor_size(int(plan["fetch"]))
     for _ in range(2):
-        rows = conn.execute(sql, [phrase, size, *params]).fetchall()
-        complete = len(rows) < size
-        if not complete:  # the M-th hit's (count, length key) group may continue past it
-            last = max((-int(r[1]), int(r[0]) & LENGTH_MASK) for r in rows)
-            rows = [r for r in rows if (-int(r[1]), int(r[0]) & LENGTH_MASK) < last]
-        found = [_candidate(r[2:], int(r[1])) for r in rows if r[-1]]
-        if plan["scope"] == "sessions":
-            found = best_per_session(found)
-        if complete or len(found) >= fetch:
-            return rank(found, plan["scope"])[:fetch]
+        found = bounded_top([conn], [floor_pass(conn, phrase, size)], plan)
+        if found is not None:
+            return found
         size *= GROWTH
     return None
 
@@ -163,7 +217,7 @@ def _token_candidates(conn: Conn, plan: Mapping[str, Any]) -> list[Candidate]:
     phrase = fts_phrase(plan["query"])
     if plan.get("sessionId") is not None:
         return _within_session(conn, plan, phrase, where, params)
-    found = _bounded(conn, plan, phrase, where, params)
+    found = _bounded(conn, plan, phrase)
     return found if found is not None else _whole(conn, plan, phrase, where, params)
 
 

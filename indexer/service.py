@@ -10,8 +10,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import ExitStack, contextmanager
-from typing import Any
+from typing import Any, TypeVar
 
+from indexer import search as searching
 from indexer.config import IndexConfig
 from indexer.cursor import decode_cursor, encode_cursor, fingerprint, require_generation
 from indexer.database import Conn
@@ -24,10 +25,19 @@ from indexer.errors import (
     query_error,
 )
 from indexer.filters import canonical_filters, check_budgets, validate_filters
-from indexer.normalize import check_cursor_type, normalize_query, resolve_limit
+from indexer.normalize import check_cursor_type, fts_phrase, normalize_query, resolve_limit
 from indexer.ranking import Candidate, Scope, merge_page
 from indexer.reads import SessionReads
-from indexer.search import attach_headers, choose_index, make_snippets, search_shard
+from indexer.search import (
+    Floor,
+    attach_headers,
+    bounded_top,
+    choose_index,
+    floor_pass,
+    floor_size,
+    make_snippets,
+    search_shard,
+)
 from indexer.shard import Shard
 from indexer.shardset import Progress, ShardSet
 from indexer.snapshots import Snapshot, SnapshotRegistry
@@ -39,6 +49,13 @@ _CONSISTENCY = ("strict", "snapshot")
 SEARCH_LANES = min(4, os.cpu_count() or 2)
 #: ... once the first shard took this long (below it, threads cost more than they save).
 PARALLEL_AFTER_S = 0.002
+
+
+_T = TypeVar("_T")
+
+
+def _floor(conn: Conn, size: int, phrase: str) -> Floor:
+    return floor_pass(conn, phrase, size)
 
 
 def _hit(c: Mapping[str, Any]) -> dict[str, Any]:
@@ -192,7 +209,8 @@ class QueryService(SessionReads):
                     "snippetChars": self.config.snippet_chars, "fetch": offset + req["limit"] + 1}
             plan["snippets"] = False  # made below for the page's rows only
             epochs = {s.index: s.epoch for s in shards}
-            results = self._scatter([(conns[s.index], s.epoch, plan) for s in shards])
+            results = self._search([conns[s.index] for s in shards],
+                                   [s.epoch for s in shards], plan)
             rows = merge_page(results, scope, offset, req["limit"])
             page = rows[:req["limit"]]
             by_shard: dict[int, list[Candidate]] = {}
@@ -212,9 +230,24 @@ class QueryService(SessionReads):
             self.snapshots.release(snap.id)
         return page, next_cursor, session_header
 
-    def _scatter(self, calls: list[tuple[Conn, str, dict[str, Any]]],
-                 fn: Callable[[Conn, str, dict[str, Any]], list[Candidate]]
-                 = search_shard) -> list[list[Candidate]]:
+    def _search(self, conns: list[Conn], epochs: list[str],
+                plan: dict[str, Any]) -> list[list[Candidate]]:
+        """Each shard's top candidates (or, token searches across sessions, the top of all
+        shards at once: floor passes on every shard, then one bounded join; search.py)."""
+        if plan["index"] == "token" and plan["scope"] == "sessions":
+            phrase = fts_phrase(plan["query"])
+            size = floor_size(int(plan["fetch"]))
+            for _ in range(2):
+                floors = self._scatter([(c, size, phrase) for c in conns], _floor)
+                found = bounded_top(conns, floors, plan)
+                if found is not None:
+                    return [found]
+                size *= searching.GROWTH  # (read at run time: tests shrink it)
+        return self._scatter([(c, e, plan) for c, e in zip(conns, epochs, strict=True)],
+                             search_shard)
+
+    def _scatter(self, calls: list[tuple[Any, ...]],
+                 fn: Callable[..., _T]) -> list[_T]:
         """`fn` over each shard's connection; results (or the first error) in shard order.
 
         The first shard runs here; if it was quick (a selective query) so are the others, and
@@ -230,7 +263,7 @@ class QueryService(SessionReads):
         rest = calls[1:]
         lanes = min(SEARCH_LANES, len(rest))
         if lanes <= 1 or time.perf_counter() - started < PARALLEL_AFTER_S:
-            return [first, *(fn(conn, epoch, plan) for conn, epoch, plan in rest)]
+            return [first, *(fn(*call) for call in rest)]
         with self._pool_lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=SEARCH_LANES - 1,
