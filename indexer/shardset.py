@@ -6,7 +6,7 @@ import os
 import secrets
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import TracebackType
 
@@ -14,6 +14,7 @@ import apsw
 
 from indexer.config import IndexConfig
 from indexer.errors import INDEX_FAILED, IndexOutdated, query_error
+from indexer.pipeline import WriterThread
 from indexer.routing import shard_file_name, shard_of
 from indexer.shard import Shard
 from indexer.writer import (
@@ -71,6 +72,7 @@ class ShardSet:
         #: One writer at a time per index (a batch spans shards; the rebuild of substring
         #: coverage writes too); readers never take it.
         self._write_lock = threading.RLock()
+        self._pipeline: WriterThread | None = None
         try:
             for i in range(self.config.shards):
                 path = self.root / shard_file_name(i)
@@ -118,8 +120,37 @@ class ShardSet:
         for source, position in positions.items():
             for shard in self._position_shards(source):
                 pos_by_shard.setdefault(shard.index, {})[source] = position
+        pipeline = self._pipeline
+        if pipeline is not None and not pipeline.is_current():
+            pipeline.drain()  # keep submission order: what was queued goes first
         with self._write_lock:
             return self._write(by_shard, pos_by_shard)
+
+    def submit(self, records: Sequence[IndexRecord], positions: Mapping[str, int]) -> None:
+        """`write_batch`, on the writer thread if a `pipeline()` is open (errors surface at a
+        later call or when the pipeline closes), else right here."""
+        if self._pipeline is not None:
+            self._pipeline.submit(records, positions)
+        else:
+            self.write_batch(records, positions)
+
+    @contextmanager
+    def pipeline(self) -> Iterator[None]:
+        """Within the block, `submit` hands batches to a writer thread (indexer/pipeline.py);
+        leaving it waits until all are written and raises the first error."""
+        if self._pipeline is not None:
+            yield  # already open (nested use): the outer block drains it
+            return
+        self._pipeline = WriterThread(self.write_batch)
+        try:
+            yield
+        except BaseException:
+            pipeline, self._pipeline = self._pipeline, None
+            with suppress(BaseException):  # the block's own error is the one to report
+                pipeline.close()
+            raise
+        pipeline, self._pipeline = self._pipeline, None
+        pipeline.close()
 
     def _write(self, by_shard: dict[int, list[IndexRecord]],
                pos_by_shard: dict[int, dict[str, int]]) -> bool:
@@ -191,6 +222,9 @@ class ShardSet:
         return ",".join(parts)
 
     def close(self) -> None:
+        if self._pipeline is not None:
+            pipeline, self._pipeline = self._pipeline, None
+            pipeline.close()
         with self._write_lock:
             for shard in self.shards:
                 shard.close()

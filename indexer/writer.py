@@ -42,7 +42,7 @@ _CJK = re.compile("[\u2e80-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\uff00-\
 
 
 def has_cjk(text: str) -> bool:
-    return _CJK.search(text) is not None
+    return not text.isascii() and _CJK.search(text) is not None
 
 
 def text_of(raw: bytes) -> str:

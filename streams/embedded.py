@@ -62,7 +62,8 @@ class EmbeddedRuntime:
     def ingest(self, paths: Sequence[Path], *, fmt: str = "auto",
                progress: Callable[[int, int], None] | None = None) -> IngestReport:
         self._mark_pending()
-        report = self.ingestor.ingest(paths, fmt=fmt, progress=progress)
+        with self.shards.pipeline():  # index writes overlap reading the next events
+            report = self.ingestor.ingest(paths, fmt=fmt, progress=progress)
         self._pending.unlink(missing_ok=True)
         return report
 
@@ -96,7 +97,7 @@ class EmbeddedRuntime:
             state, event_records = fold_records(session_id, before, events)
             records.extend(event_records)
             next_seq = state.next_seq
-        (shards or self.shards).write_batch(records, {store_position_key(session_id): next_seq})
+        (shards or self.shards).submit(records, {store_position_key(session_id): next_seq})
 
     def _mark_pending(self) -> None:
         with open_private(self._pending, "wb") as f:
@@ -112,6 +113,15 @@ class EmbeddedRuntime:
         target = shards or self.shards
         ids = self.store.session_ids()
         indexed = 0
+        with target.pipeline():
+            indexed = self._catch_up(target, ids, progress)
+        if target is getattr(self, "shards", None):  # (unset while migrating at open)
+            self._pending.unlink(missing_ok=True)
+        return indexed
+
+    def _catch_up(self, target: ShardSet, ids: Sequence[str],
+                  progress: Callable[[int, int], None] | None) -> int:
+        indexed = 0
         for done, session_id in enumerate(ids, start=1):
             position = target.tracking_position(store_position_key(session_id)) or 0
             header, events = self.store.read(session_id)
@@ -123,8 +133,6 @@ class EmbeddedRuntime:
                 indexed += len(events) - position
             if progress is not None:
                 progress(done, len(ids))
-        if target is getattr(self, "shards", None):  # (unset while migrating at open)
-            self._pending.unlink(missing_ok=True)
         return indexed
 
     def _build(self, progress: Callable[[int, int], None] | None) -> tuple[Path, int]:
