@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -39,6 +40,13 @@ def importer_options() -> dict[str, Any]:
             "detect": getattr(importers, "detect_format", None)}
 
 
+def _index_build_progress(shard: int, done: int, total: int) -> None:
+    """Progress of an index build a request needs first (the substring index), on stderr."""
+    if done == total or done % 50_000 < 5_000:
+        print(f"recall: building the substring index: shard {shard}: {done}/{total} documents",
+              file=sys.stderr, flush=True)
+
+
 class EmbeddedBackend:
     """Operations over the embedded runtime, in-process."""
 
@@ -48,7 +56,7 @@ class EmbeddedBackend:
         self._attach()
 
     def _attach(self) -> None:
-        self._query = QueryService(self.runtime.shards)
+        self._query = QueryService(self.runtime.shards, progress=_index_build_progress)
         self._reference = ReferenceService(
             self._query, self._append, max_references=self.settings.max_references,
             max_reference_bytes=self.settings.max_reference_bytes,

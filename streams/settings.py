@@ -31,8 +31,8 @@ class Settings(BaseSettings):
     broker_flavor: Literal["kafka", "tansu"] = "kafka"
     #: RECALL_TOPIC_PREFIX — topic names are <prefix>.events, <prefix>.documents, …
     topic_prefix: str = "recall"
-    #: RECALL_SUBSTRING — trigram-index every document (not only CJK) so `--substring` works;
-    #: fixed when the index is created, costs roughly 3x the token index.
+    #: RECALL_SUBSTRING — trigram-index every document (not only CJK) from the index's creation;
+    #: without it the first `--substring` search builds that (then keeps it). ~3x the token index.
     substring: bool = False
     #: RECALL_MAX_EVENT_BYTES — larger events are parked in the dead letters.
     max_event_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
