@@ -17,9 +17,9 @@ import pytest
 
 import indexer.shardset
 from indexer import IndexConfig, ShardSet
+from indexer.blocks import decode_block
 from indexer.digest import index_digest
 from indexer.errors import SourceConflict
-from indexer.blocks import decode_block
 from indexer.writer import ShardWriter, apply_records
 from projections.errors import SessionQueryError
 from projections.fold import Replacement, SurfaceState
