@@ -14,11 +14,38 @@
 #include <sqlite3ext.h>
 SQLITE_EXTENSION_INIT1
 
+/* One phrase (every query of ours): walk its positions in column 0 with xPhraseFirst/Next,
+ * which reads the row's position list without building FTS5's instance array. */
+static int one_phrase(const Fts5ExtensionApi *api, Fts5Context *fts) {
+  Fts5PhraseIter iter;
+  int column, offset, count = 0, end = -1, size = api->xPhraseSize(fts, 0);
+  if (api->xPhraseFirst(fts, 0, &iter, &column, &offset) != SQLITE_OK) return -1;
+  for (; column >= 0; api->xPhraseNext(fts, &iter, &column, &offset)) {
+    int last = offset - 1 + size;
+    if (column != 0) continue;
+    if (count > 0 && offset <= end) {
+      if (last > end) end = last;
+    } else {
+      count++;
+      end = last;
+    }
+  }
+  return count;
+}
+
 static void recall_matches(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_context *ctx,
                            int argc, sqlite3_value **argv) {
   int total = 0, count = 0, end = -1, i, rc;
   (void)argc;
   (void)argv;
+  if (api->xPhraseCount(fts) == 1) {
+    count = one_phrase(api, fts);
+    if (count >= 0) {
+      sqlite3_result_int(ctx, count);
+      return;
+    }
+    count = 0;
+  }
   rc = api->xInstCount(fts, &total);
   if (rc != SQLITE_OK) {
     sqlite3_result_error_code(ctx, rc);
