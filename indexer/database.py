@@ -16,7 +16,6 @@ from typing import Any, Protocol
 import apsw
 
 from indexer.matchcount import register
-from indexer.schema import document_id
 
 Error = apsw.Error
 
@@ -63,8 +62,5 @@ def memory() -> Conn:
 
 def _functions(conn: apsw.Connection) -> None:
     register(conn)
-    # The FTS rowid of an event's document, for probing one session's documents.
-    conn.create_scalar_function("recall_document_id", document_id,  # type: ignore[arg-type]
-                                2, deterministic=True)
 
 

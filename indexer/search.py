@@ -56,11 +56,13 @@ from indexer.writer import has_cjk, text_of
 
 #: Trigram MATCH needs 3 code points; shorter substring queries scan (CJK docs only by default).
 TRIGRAM_MIN = 3
-#: Floor pass size: at least this many hits, or this many times `fetch`; then ×GROWTH once.
+#: Floor pass size: at least this many hits, or this many times `fetch`; then ×GROWTH once
+#: (a floor pass costs the same whatever its size; only the rows joined cost more).
 #: (Each floor row costs a table lookup, each statement ~25 lookups' worth: measured.)
 FLOOR_MIN = 64
 FLOOR_FACTOR = 4
-GROWTH = 16
+GROWTH = 64
+FILTERED_FACTOR = 16
 
 #: The columns every candidate query selects, over aliases e (events), x (extents), s (sessions),
 #: t (types).
@@ -113,8 +115,11 @@ def floor_pass(conn: Conn, phrase: str, size: int) -> Floor:
     return Floor(rows, len(rows) < size)
 
 
-def floor_size(fetch: int) -> int:
-    return max(FLOOR_MIN, FLOOR_FACTOR * fetch)
+def floor_size(plan: Mapping[str, Any]) -> int:
+    """Rows a floor pass keeps: a few pages' worth, more when filters will reject some (the
+    pass costs about the same whatever it keeps; only the rows joined cost more)."""
+    size = max(FLOOR_MIN, FLOOR_FACTOR * int(plan["fetch"]))
+    return size * FILTERED_FACTOR if plan["sessionFilters"] or plan["eventFilters"] else size
 
 
 def _key(row: tuple[int, int]) -> tuple[int, int]:
@@ -169,7 +174,7 @@ def bounded_top(conns: Sequence[Conn], floors: Sequence[Floor],
 
 def _bounded(conn: Conn, plan: Mapping[str, Any], phrase: str) -> list[Candidate] | None:
     """Steps 1–3 on one shard, growing the floor pass once."""
-    size = floor_size(int(plan["fetch"]))
+    size = floor_size(plan)
     for _ in range(2):
         found = bounded_top([conn], [floor_pass(conn, phrase, size)], plan)
         if found is not None:
@@ -200,15 +205,20 @@ def _whole(conn: Conn, plan: Mapping[str, Any], phrase: str, where: str,
 
 def _within_session(conn: Conn, plan: Mapping[str, Any], phrase: str, where: str,
                     params: list[Any]) -> list[Candidate]:
-    """Events scope: probe each of the session's documents (bounded by the session's size)."""
+    """Events scope: only the phrase's hits inside the session's range of document ids (its
+    extents' event ids, shifted): FTS5 seeks to that range in each doclist, so the work is
+    bounded by the session's hits (and those of sessions whose extents interleave with it)."""
+    span = conn.execute("SELECT min(x.first), max(x.first + x.size) FROM extents x JOIN sessions s"
+                        " ON s.no = x.session WHERE s.id = ?", (plan["sessionId"],)).fetchone()
+    if span is None or span[0] is None:
+        return []
     sql = (f"SELECT {_COLUMNS}, recall_matches(events_fts) AS mc, e.len AS len,"
-           f" e.time AS time, {SEQ} AS seq"
-           " FROM sessions s JOIN extents x ON x.session = s.no"
-           " JOIN events e ON e.id BETWEEN x.first AND x.first + x.size - 1"
-           " CROSS JOIN events_fts ON events_fts.rowid = recall_document_id(e.id, e.len)"
-           f"{_TYPES} WHERE e.len > 0 AND events_fts MATCH ? AND {where}"
+           f" e.time AS time, {SEQ} AS seq FROM events_fts"
+           f" JOIN events e ON e.id = events_fts.rowid >> {LENGTH_BITS}{_JOINS}"
+           f" WHERE events_fts MATCH ? AND events_fts.rowid BETWEEN ? AND ? AND {where}"
            f" ORDER BY {order_by(EVENT_ORDER)} LIMIT ?")
-    rows = conn.execute(sql, [phrase, *params, int(plan["fetch"])])
+    rows = conn.execute(sql, [phrase, int(span[0]) << LENGTH_BITS,
+                              (int(span[1]) << LENGTH_BITS) - 1, *params, int(plan["fetch"])])
     return [_candidate(r, int(r[8])) for r in rows]
 
 

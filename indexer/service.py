@@ -236,7 +236,7 @@ class QueryService(SessionReads):
         shards at once: floor passes on every shard, then one bounded join; search.py)."""
         if plan["index"] == "token" and plan["scope"] == "sessions":
             phrase = fts_phrase(plan["query"])
-            size = floor_size(int(plan["fetch"]))
+            size = floor_size(plan)
             for _ in range(2):
                 floors = self._scatter([(c, size, phrase) for c in conns], _floor)
                 found = bounded_top(conns, floors, plan)

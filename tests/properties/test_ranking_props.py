@@ -56,6 +56,7 @@ def test_bounded_search_equals_the_brute_force_reference(
     # A tiny floor pass forces the boundary, growth and whole-result paths on small corpora.
     monkeypatch.setattr(indexer.search, "FLOOR_MIN", floor)
     monkeypatch.setattr(indexer.search, "FLOOR_FACTOR", 1 if floor < 64 else 4)
+    monkeypatch.setattr(indexer.search, "FILTERED_FACTOR", 1 if floor < 64 else 16)
     filters = ([{"kind": "type", "values": ["assistant/message"]},
                 {"kind": "time", "from": 1, "to": 3}] if filtered else [])
     with tempfile.TemporaryDirectory() as root, \
