@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
@@ -18,6 +18,7 @@ from projections.errors import (
 )
 from projections.events import KNOWN_EVENT_TYPES, parse_event
 from projections.logformat import LogBuilder, Rejection, split_lines
+from streams.importers.turns import TurnClock
 
 
 class ImportedSession(NamedTuple):
@@ -151,3 +152,30 @@ class Emitter:
 
     def reject(self, line: SourceLine, code: str, reason: str) -> None:
         self.rejections.append(Rejection(line.number, code, reason, line.raw))
+
+    def open_step(self, line: SourceLine, clock: TurnClock, time: int) -> None:
+        """`step/start {turn, step}` when the clock says a new step begins (SPEC 6.2's clamp
+        needs one per step); it never takes the record's `raw`, the message after it does."""
+        due = clock.open_step()
+        if due is not None:
+            self.emit(line, "step/start", time, {"turn": due[0], "step": due[1]}, with_raw=False)
+
+
+def feed_each(lines: Iterable[SourceLine], feed: Callable[[SourceLine], None],
+              emitter: Emitter) -> None:
+    """Map records one by one; a record whose fields have unexpected types (a list where a
+    string belongs, a missing key) is parked whole with INGEST_SCHEMA_VIOLATION and the rest of
+    the file still imports. Events it produced before failing stay (they passed the fold)."""
+    for line in lines:
+        try:
+            feed(line)
+        except Exception as exc:  # noqa: BLE001 - one bad record must never stop the file
+            emitter.reject(line, INGEST_SCHEMA_VIOLATION, shape_error(exc))
+
+
+def shape_error(exc: BaseException) -> str:
+    """The reason text of a record the mapper could not read (bounded: it goes to dead letters)."""
+    detail = str(exc)
+    if len(detail) > 200:
+        detail = detail[:200] + "…"
+    return f"record has an unexpected shape ({type(exc).__name__}: {detail})"
