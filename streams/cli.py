@@ -18,6 +18,7 @@ from rich.table import Table
 
 from projections.errors import RecallError
 from streams.facade import Recall
+from streams.importers import FORMAT_NAMES
 from streams.settings import Settings
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -86,13 +87,13 @@ def main(ctx: click.Context, data_dir: Path | None, broker: str | None) -> None:
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--format", "fmt", default="auto",
-              type=click.Choice(["auto", "dsh", "claude-code", "codex"]),
+              type=click.Choice(["auto", "dsh", *FORMAT_NAMES]),
               help="Source format; auto detects per file.")
 @json_option
 @click.pass_context
 @handle_errors
 def ingest(ctx: click.Context, paths: Sequence[Path], fmt: str, as_json: bool) -> None:
-    """Ingest session logs (files or directories; native JSONL/zstd, Claude Code, Codex)."""
+    """Ingest session logs (files or directories): native JSONL/zstd, or any supported agent's."""
     with open_recall(ctx) as recall:
         if console.is_terminal and not as_json:
             with Progress(TextColumn("ingesting"), BarColumn(), MofNCompleteColumn(),

@@ -18,6 +18,7 @@ from typing import Any
 import orjson
 
 from projections.errors import (
+    INGEST_DUPLICATE_CONFLICT,
     INGEST_REWRITTEN_SOURCE,
     INGEST_UNSUPPORTED_FORMAT,
     InputRejected,
@@ -66,11 +67,15 @@ class IngestReport:
 
 
 def iter_log_files(paths: Iterable[Path]) -> Iterator[Path]:
-    """Files as given, and every log file below given directories, in a stable order."""
+    """Files as given, and every log file below given directories, in a stable order: JSONL
+    logs, and the files a supported agent writes under other names (the importer registry's)."""
+    from streams.importers.detect import claims_log_name
+
     for path in paths:
         if path.is_dir():
             for child in sorted(path.rglob("*")):
-                if child.is_file() and child.name.endswith(LOG_SUFFIXES):
+                if child.is_file() and (child.name.endswith(LOG_SUFFIXES)
+                                        or claims_log_name(child)):
                     yield child
         else:
             yield path
@@ -241,12 +246,21 @@ class Ingestor:
     def _ingest_foreign(self, key: str, text: bytes, seen: dict[str, Any] | None, kind: str,
                         report: IngestReport) -> None:
         """Foreign importers are deterministic and need no look-ahead, so a grown file re-imports
-        whole and the store keeps only events it has not seen (exact duplicates skip)."""
-        span = self._complete_prefix(key, text, seen, report)
-        if span is None:
-            return
-        end = span[1]
-        for header, events, rejections in self.importers[kind](text[:end], key):
+        whole and the store keeps only events it has not seen (exact duplicates skip). A
+        whole-document format (rewritten whole as it grows) is judged on its events instead of
+        its bytes: the importer says which events are new (`extend`)."""
+        importer = self.importers[kind]
+        # Optional on an importer: `whole_document` and `extend(stored, fresh) -> new events`.
+        extend: Callable[[list[dict[str, Any]], list[dict[str, Any]]], list[dict[str, Any]]] \
+            | None = getattr(importer, "extend", None) \
+            if getattr(importer, "whole_document", False) is True else None
+        end = len(text)
+        if extend is None:
+            span = self._complete_prefix(key, text, seen, report)
+            if span is None:
+                return
+            end = span[1]
+        for header, events, rejections in importer(text[:end], key):
             sid = str(header["id"])
             report.sessions.add(sid)
             try:
@@ -255,6 +269,8 @@ class Ingestor:
                 self._park(key, [Rejection(0, exc.code, exc.message, orjson.dumps(header))],
                            sid, report)
                 continue
+            if extend is not None and stored is not None:
+                events = extend(self.store.read(sid)[1], events)
             feed = _StoreFeed(self.store, max_event_bytes=self.max_event_bytes, header=header,
                               stored=stored)
             before = feed.log.state
@@ -263,6 +279,16 @@ class Ingestor:
                 try:
                     feed.feed_event(event)
                 except InputRejected as exc:
+                    if exc.code == INGEST_DUPLICATE_CONFLICT:
+                        # What was imported before is not a prefix of this import: the file was
+                        # rewritten, or an older importer version mapped it. Report once.
+                        report.rewritten.append(key)
+                        parked.append(Rejection(0, INGEST_REWRITTEN_SOURCE, (
+                            f"session {sid}: seq {event['seq']} imported before differs from a "
+                            "new import of this file (the file was rewritten, or an older "
+                            "importer version imported it); not merged: see "
+                            "streams/importers/MAPPING.md, Re-importing"), b""))
+                        break
                     parked.append(Rejection(i, exc.code, exc.message, orjson.dumps(event)))
                     parked.extend(Rejection(j, "INGEST_AFTER_REJECTED",
                                             "an earlier event of this session was rejected",

@@ -9,6 +9,7 @@ lines of one API message, tool results hanging off their tool_use line) are not 
 
 from __future__ import annotations
 
+from pathlib import PurePath
 from typing import Any
 
 from projections.errors import INGEST_SCHEMA_VIOLATION
@@ -33,6 +34,8 @@ from streams.importers.common import (
     orphan_session,
     read_lines,
 )
+from streams.importers.registry import ImporterSpec, Location
+from streams.importers.sniffing import envelope_type, head_lines
 from streams.importers.turns import TurnClock
 
 TITLE_TYPES = {"custom-title": "customTitle", "ai-title": "aiTitle"}
@@ -304,3 +307,37 @@ def _attach(sessions: list[ImportedSession], unreadable: list[Rejection],
     first = sessions[0]
     merged = sorted([*first.rejections, *unreadable], key=lambda r: r.line)
     return [ImportedSession(first.header, first.events, merged), *sessions[1:]]
+
+
+# --- registry entry ---------------------------------------------------------------------------
+
+_CLAUDE_TYPES = frozenset({"user", "assistant", "system", "summary", "file-history-snapshot",
+                           "queue-operation", "progress", "custom-title", "ai-title",
+                           "attachment", "pr-link", "agent-name", "last-prompt",
+                           "permission-mode", "saved_hook_context"})
+
+
+def sniff(path: PurePath, head: bytes) -> bool:
+    """Claude Code records: a known record type, or the `parentUuid`/`leafUuid` chain keys."""
+    for value in head_lines(head):
+        if isinstance(value, dict):
+            kind = value.get("type")
+            if (isinstance(kind, str) and kind in _CLAUDE_TYPES) or "parentUuid" in value \
+                    or "leafUuid" in value:
+                return True
+        elif isinstance(value, bytes):
+            kind = envelope_type(value)
+            start = value[:512]
+            if b'"parentUuid"' in start or b'"sessionId"' in start or kind in _CLAUDE_TYPES:
+                return True
+    return False
+
+
+def claims(path: PurePath) -> bool:
+    return "/.claude/projects/" in path.as_posix() and path.name.endswith(
+        (".jsonl", ".jsonl.zst", ".jsonl.zstd"))
+
+
+SPEC = ImporterSpec(
+    name=PREFIX, load=import_claude_code, sniff=sniff, claims=claims,
+    locations=(Location(".claude/projects", env="CLAUDE_CONFIG_DIR", below="projects"),))

@@ -31,12 +31,15 @@ from streams.importers.common import (
     Emitter,
     ImportedSession,
     SourceLine,
+    as_str,
     feed_each,
     iso_ms,
     make_header,
     orphan_session,
     read_lines,
 )
+from streams.importers.registry import ImporterSpec, Location
+from streams.importers.sniffing import envelope_type, head_lines
 from streams.importers.turns import TurnClock
 
 PREFIX = "codex"
@@ -156,9 +159,8 @@ class _CodexMapper:
             self._log_only(line, "turn/end", {"turn": self.clock.turn, "reason": "completed"})
         elif kind == "turn_aborted":
             self._log_only(line, "turn/end", {"turn": self.clock.turn, "reason": "aborted"})
-        elif kind == "thread_name_updated" and isinstance(
-                payload.get("thread_name", payload.get("name")), str) \
-                and payload.get("thread_name", payload.get("name")).strip():
+        elif kind == "thread_name_updated" and as_str(
+                payload.get("thread_name", payload.get("name"))).strip():
             self._log_only(line, "session/title",
                            {"title": payload.get("thread_name", payload.get("name"))})
         else:
@@ -261,3 +263,32 @@ def import_codex(data: bytes, source_name: str) -> list[ImportedSession]:
     feed_each(lines, mapper.feed, mapper.em)
     rejections = sorted([*mapper.em.rejections, *unreadable], key=lambda r: r.line)
     return [ImportedSession(header, mapper.em.events, rejections)]
+
+
+# --- registry entry ---------------------------------------------------------------------------
+
+_CODEX_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context",
+                          "compacted"})
+
+
+def sniff(path: PurePath, head: bytes) -> bool:
+    """Codex rollout records: `{type, payload}` envelopes of the rollout vocabulary."""
+    for value in head_lines(head):
+        if isinstance(value, dict):
+            kind = value.get("type")
+            if isinstance(kind, str) and kind in _CODEX_TYPES and "payload" in value:
+                return True
+        elif isinstance(value, bytes) and envelope_type(value) in _CODEX_TYPES \
+                and b'"payload"' in value[:512]:
+            return True  # session_meta carries whole system prompts: longer than the head
+    return False
+
+
+def claims(path: PurePath) -> bool:
+    return path.name.startswith("rollout-") and ".jsonl" in path.name
+
+
+SPEC = ImporterSpec(
+    name=PREFIX, load=import_codex, sniff=sniff, claims=claims,
+    locations=(Location(".codex/sessions", env="CODEX_HOME", below="sessions"),
+               Location(".codex/archived_sessions", env="CODEX_HOME", below="archived_sessions")))
