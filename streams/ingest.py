@@ -260,9 +260,13 @@ class Ingestor:
             if span is None:
                 return
             end = span[1]
+        settle = getattr(importer, "settle_header", None)
         for header, events, rejections in importer(text[:end], key):
             sid = str(header["id"])
             report.sessions.add(sid)
+            if settle is not None:  # a cwd recovered late keeps the first observation's header
+                known = self.store.load(sid)
+                header = settle(known.header if known else None, header)
             try:
                 stored = self.store.check_header(header)
             except InputRejected as exc:

@@ -233,7 +233,9 @@ def _header(meta: dict[str, Any], messages: list[dict[str, Any]],
     if not isinstance(sid, str) or not sid or created is None:
         return None
     calls = [c for m in messages for c in m.get("toolCalls") or [] if isinstance(c, dict)]
-    cwd = recover_cwd(meta.get("projectHash"), source_name, meta.get("directories"), calls)
+    texts = [[m.get("content"), m.get("thoughts")] for m in messages]
+    cwd = recover_cwd(meta.get("projectHash"), source_name, meta.get("directories"), calls,
+                      texts)
     main = f"{PREFIX}:{sid}"
     if meta.get("kind") == "subagent":
         return make_header(f"{main}/subagent-{_compact(meta.get('startTime'))}", created,
@@ -333,7 +335,8 @@ _LOCATIONS = (Location(".gemini/tmp"),)
 
 SPEC = ImporterSpec(
     name=PREFIX, load=import_gemini_document, sniff=sniff_document,
-    claims=lambda path: _chat_file(path, ".json"), locations=_LOCATIONS, whole_document=True)
+    claims=lambda path: _chat_file(path, ".json"), locations=_LOCATIONS, whole_document=True,
+    late_cwd=True)
 JSONL_SPEC = ImporterSpec(
     name=f"{PREFIX}-jsonl", load=import_gemini_jsonl, sniff=sniff_jsonl,
-    claims=lambda path: _chat_file(path, ".jsonl"), locations=_LOCATIONS)
+    claims=lambda path: _chat_file(path, ".jsonl"), locations=_LOCATIONS, late_cwd=True)

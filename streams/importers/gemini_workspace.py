@@ -2,10 +2,10 @@
 SHA-256 hash of the project root.
 
 Honest by construction: a directory is taken only when its SHA-256 equals the file's
-`projectHash`. Candidates come, in order, from the `.project_root` marker Gemini CLI (≥ 0.2x with
+`projectHash`. Candidates come, in order, from the `.project_root` marker Gemini CLI (with
 per-project slugs) writes beside the `chats/` folder, the document's `directories`, then absolute
-paths in tool arguments, then in tool outputs. When none verifies, the session has no cwd (it is
-still searchable, but no workspace-scoped MCP caller sees it).
+paths in tool arguments, in tool outputs, and in message text. When none verifies, the session
+has no cwd (it is still searchable, but no workspace-scoped MCP caller sees it).
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ def marker_root(source_name: str) -> str | None:
 
 
 def recover_cwd(expected: Any, source_name: str, directories: Any,
-                calls: list[dict[str, Any]]) -> str | None:
+                calls: list[dict[str, Any]], texts: list[Any]) -> str | None:
     """The verified workspace of a session (see the module docstring), or None."""
     marker = marker_root(source_name)
     if not isinstance(expected, str) or len(expected) != 64:
@@ -95,4 +95,6 @@ def recover_cwd(expected: Any, source_name: str, directories: Any,
         found = verify(expected, (s for call in calls
                                   for s in _strings([call.get("result"),
                                                      call.get("resultDisplay")])))
+    if found is None:
+        found = verify(expected, _strings(texts))
     return found

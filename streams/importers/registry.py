@@ -43,6 +43,9 @@ class ImporterSpec:
     - `locations`: where the agent keeps its logs by default (for `recall watch`).
     - `whole_document`: the agent rewrites the file whole (one JSON document) instead of
       appending lines, so "grown" is judged on the mapped events, not on the bytes.
+    - `late_cwd`: the cwd is recovered from the records (not stated by the agent), so it may
+      show up only after a session was first imported; the first observation's header is kept
+      then (SPEC 1.1 forbids changing it), see `settle_header`.
     """
 
     name: str
@@ -51,9 +54,19 @@ class ImporterSpec:
     claims: Callable[[PurePath], bool]
     locations: tuple[Location, ...] = ()
     whole_document: bool = False
+    late_cwd: bool = False
 
     def __call__(self, data: bytes, source_name: str) -> list[ImportedSession]:
         return self.load(data, source_name)
+
+    def settle_header(self, stored: dict[str, Any] | None,
+                      fresh: dict[str, Any]) -> dict[str, Any]:
+        """The header to import under: `fresh`, except that a format whose cwd is recovered
+        late keeps a stored header that differs only by lacking that cwd."""
+        if self.late_cwd and stored is not None and "cwd" not in stored and "cwd" in fresh \
+                and {k: v for k, v in fresh.items() if k != "cwd"} == stored:
+            return stored
+        return fresh
 
     def extend(self, stored: list[dict[str, Any]],
                fresh: list[dict[str, Any]]) -> list[dict[str, Any]]:
