@@ -86,12 +86,15 @@ def _blocks(text: str) -> Iterator[_Block]:
 
 
 def _strip(block: _Block) -> str:
+    """The block's text without Aider's prefixes and the two-space Markdown line breaks it
+    appends to prompt and output lines."""
     if block.kind == "prompt":
-        return "\n".join(ln[5:] if ln.startswith("#### ") else ln[4:]
+        return "\n".join((ln[5:] if ln.startswith("#### ") else ln[4:]).removesuffix("  ")
                          for ln in block.lines).rstrip()
     if block.kind == "output":
         first, *rest = block.lines
-        return "\n".join([first[2:] if first.startswith("> ") else first[1:], *rest]).rstrip()
+        lines = [first[2:] if first.startswith("> ") else first[1:], *rest]
+        return "\n".join(ln.removesuffix("  ") for ln in lines).rstrip()
     return "\n".join(block.lines).strip()
 
 

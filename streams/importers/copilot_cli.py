@@ -265,10 +265,10 @@ def sniff(path: PurePath, head: bytes) -> bool:
             kind = value.get("type")
             return isinstance(kind, str) and "." in kind and "data" in value \
                 and "parentId" in value
-        if isinstance(value, bytes):
+        if isinstance(value, bytes):  # a first line longer than the head
             kind = envelope_type(value)
             return kind is not None and kind.startswith(("session.", "user.", "assistant.")) \
-                and b'"parentId"' in value[:65536]
+                and b'"data"' in value[:512]
     return False
 
 
