@@ -177,7 +177,7 @@ def import_aider(data: bytes, source_name: str) -> list[ImportedSession]:
                                      line.raw))
     for header, lines in runs:
         mapper = _RunMapper(int(header["createdAt"]))
-        feed_each(lines, mapper.feed, mapper.em)
+        feed_each(lines, mapper.feed, mapper.em, f"{PREFIX}/unmapped")
         sessions.append(ImportedSession(header, mapper.em.events, mapper.em.rejections))
     return with_rejections(PREFIX, sessions, leading, source_name)
 

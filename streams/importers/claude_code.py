@@ -293,7 +293,7 @@ def import_claude_code(data: bytes, source_name: str) -> list[ImportedSession]:
 
 def _map_route(r: Route, header: dict[str, Any]) -> ImportedSession:
     mapper = _SessionMapper(int(header["createdAt"]))
-    feed_each(r.lines, mapper.feed, mapper.em)
+    feed_each(r.lines, mapper.feed, mapper.em, f"{PREFIX}/unmapped")
     return ImportedSession(header, mapper.em.events, mapper.em.rejections)
 
 

@@ -260,7 +260,7 @@ def import_codex(data: bytes, source_name: str) -> list[ImportedSession]:
                                     ln.raw) for ln in lines)
         return [orphan_session(PREFIX, source_name, sorted(unreadable, key=lambda r: r.line))]
     mapper = _CodexMapper(str(header["id"]), int(header["createdAt"]))
-    feed_each(lines, mapper.feed, mapper.em)
+    feed_each(lines, mapper.feed, mapper.em, f"{PREFIX}/unmapped")
     rejections = sorted([*mapper.em.rejections, *unreadable], key=lambda r: r.line)
     return [ImportedSession(header, mapper.em.events, rejections)]
 

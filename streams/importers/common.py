@@ -118,6 +118,10 @@ def as_dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def as_str(value: Any, default: str = "") -> str:
     return value if isinstance(value, str) else default
 
@@ -169,10 +173,16 @@ class Emitter:
         self._builder = LogBuilder()
         self.rejections: list[Rejection] = []
         self._line_with_raw: int | None = None
+        self.last_time = 0
 
     @property
     def events(self) -> list[dict[str, Any]]:
         return self._builder.log.events
+
+    @property
+    def kept_line(self) -> int | None:
+        """The number of the last source record whose original is in the log."""
+        return self._line_with_raw
 
     @property
     def next_seq(self) -> int:
@@ -208,6 +218,7 @@ class Emitter:
             return None
         if with_raw:
             self._line_with_raw = line.number
+        self.last_time = time
         return int(event["seq"])
 
     def reject(self, line: SourceLine, code: str, reason: str) -> None:
@@ -238,15 +249,20 @@ def with_rejections(prefix: str, sessions: list[ImportedSession], unreadable: li
 
 
 def feed_each(lines: Iterable[SourceLine], feed: Callable[[SourceLine], None],
-              emitter: Emitter) -> None:
+              emitter: Emitter, unmapped: str) -> None:
     """Map records one by one; a record whose fields have unexpected types (a list where a
     string belongs, a missing key) is parked whole with INGEST_SCHEMA_VIOLATION and the rest of
-    the file still imports. Events it produced before failing stay (they passed the fold)."""
+    the file still imports. Events it produced before failing stay (they passed the fold).
+    A record that produced nothing and was not parked (an empty message, say) is kept as a
+    log-only `unmapped` event, so every record is either in the log or in the dead letters."""
     for line in lines:
+        parked = len(emitter.rejections)
         try:
             feed(line)
         except Exception as exc:  # one bad record must never stop the file
             emitter.reject(line, INGEST_SCHEMA_VIOLATION, shape_error(exc))
+        if emitter.kept_line != line.number and len(emitter.rejections) == parked:
+            emitter.emit(line, unmapped, emitter.last_time, {})
 
 
 def shape_error(exc: BaseException) -> str:

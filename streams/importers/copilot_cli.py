@@ -21,6 +21,7 @@ from streams.importers.common import (
     ImportedSession,
     SourceLine,
     as_dict,
+    as_list,
     feed_each,
     iso_ms,
     make_header,
@@ -134,7 +135,7 @@ class _CopilotMapper:
             blocks.append({"type": "reasoning", "text": data["reasoningText"]})
         if _text(data.get("content")):
             blocks.append({"type": "text", "text": data["content"]})
-        requests = [r for r in data.get("toolRequests") or [] if isinstance(r, dict)]
+        requests = [r for r in as_list(data.get("toolRequests")) if isinstance(r, dict)]
         for request in requests:
             blocks.append({"type": "tool-call", "toolCallId": _text(request.get("toolCallId")),
                            "name": _text(request.get("name")),
@@ -253,7 +254,7 @@ def import_copilot_cli(data: bytes, source_name: str) -> list[ImportedSession]:
                                     ln.raw) for ln in lines)
         return with_rejections(PREFIX, [], unreadable, source_name)
     mapper = _CopilotMapper(int(header["createdAt"]))
-    feed_each(lines, mapper.feed, mapper.em)
+    feed_each(lines, mapper.feed, mapper.em, f"{PREFIX}/unmapped")
     session = ImportedSession(header, mapper.em.events, mapper.em.rejections)
     return with_rejections(PREFIX, [session], unreadable, source_name)
 

@@ -111,7 +111,7 @@ def import_copilot_legacy(data: bytes, source_name: str) -> list[ImportedSession
     mapper = _LegacyMapper(created)
     top = SourceLine(0, b"", {k: v for k, v in doc.items() if k != "timeline"})
     mapper.em.emit(top, f"{PREFIX}/session", created, {}, key="session")
-    feed_each(lines, mapper.feed, mapper.em)
+    feed_each(lines, mapper.feed, mapper.em, f"{PREFIX}/unmapped")
     session = ImportedSession(make_header(f"{PREFIX}:{sid}", created), mapper.em.events,
                               mapper.em.rejections)
     return with_rejections(PREFIX, [session], unreadable, source_name)

@@ -21,6 +21,7 @@ from streams.importers.common import (
     Emitter,
     ImportedSession,
     SourceLine,
+    as_list,
     as_str,
     feed_each,
     iso_ms,
@@ -71,7 +72,7 @@ def _has_text(content: Any) -> bool:
 def _result(call: dict[str, Any]) -> tuple[Any, bool]:
     """(content, is_error) of a finished call: the function response's output or error, else
     what the UI displayed."""
-    for part in call.get("result") or []:
+    for part in as_list(call.get("result")):
         response = part.get("functionResponse") if isinstance(part, dict) else None
         body = response.get("response") if isinstance(response, dict) else None
         if isinstance(body, dict):
@@ -84,7 +85,12 @@ def _result(call: dict[str, Any]) -> tuple[Any, bool]:
 
 
 class _GeminiMapper:
-    def __init__(self, created_at: int) -> None:
+    """`lines=True` for the JSONL file, where each line is a record kept whole on its first
+    event; in a document a message's tool calls may still change, so the message keeps its own
+    fields on its first event and each finished call's record rides on its result."""
+
+    def __init__(self, created_at: int, *, lines: bool) -> None:
+        self.lines = lines
         self.em = Emitter()
         self.clock = TurnClock()
         self.time = created_at
@@ -148,7 +154,7 @@ class _GeminiMapper:
         self.em.open_step(line, self.clock, self.time, keyed=True)
         seen = self.seen[mid] = _Seen(turn=self.clock.turn, step=self.clock.step)
         blocks: list[dict[str, Any]] = []
-        for thought in msg.get("thoughts") or []:
+        for thought in as_list(msg.get("thoughts")):
             if isinstance(thought, dict):
                 text = ": ".join(str(thought[k]) for k in ("subject", "description")
                                  if isinstance(thought.get(k), str) and thought[k])
@@ -160,11 +166,9 @@ class _GeminiMapper:
             "id": mid, "role": "assistant", "content": blocks}}
         if isinstance(msg.get("tokens"), dict):
             data["usage"] = msg["tokens"]
-        # The message's own record, without its tool calls: those come as their own events
-        # (and may still change), each finished call keeps its record on its result.
-        base = {k: v for k, v in msg.items() if k != "toolCalls"}
-        self.em.emit(SourceLine(line.number, line.raw, base), "assistant/message", self.time,
-                     data, op="append", key=mid)
+        record = line if self.lines else SourceLine(
+            line.number, line.raw, {k: v for k, v in msg.items() if k != "toolCalls"})
+        self.em.emit(record, "assistant/message", self.time, data, op="append", key=mid)
         self._calls(line, mid, seen)
 
     def _revision(self, line: SourceLine, mid: str, seen: _Seen) -> None:
@@ -177,7 +181,7 @@ class _GeminiMapper:
                          key=f"{mid}@{line.number}")
 
     def _calls(self, line: SourceLine, mid: str, seen: _Seen) -> None:
-        calls = [c for c in line.value.get("toolCalls") or [] if isinstance(c, dict)]
+        calls = [c for c in as_list(line.value.get("toolCalls")) if isinstance(c, dict)]
         for index, call in enumerate(calls):
             cid = as_str(call.get("id"), f"{mid}#{index}")
             if cid in seen.calls:
@@ -190,7 +194,7 @@ class _GeminiMapper:
                 "turn": seen.turn, "step": seen.step,
                 "message": {"id": f"{mid}/call:{cid}", "role": "assistant",
                             "content": [block]}}, op="append", key=f"{mid}/call:{cid}",
-                with_raw=False)
+                with_raw=self.lines)
             self.em.emit(line, "tool/call", self.time, {
                 "turn": seen.turn, "step": seen.step, "callId": cid, "name": name,
                 "arguments": args}, key=f"{mid}/call:{cid}/tool", with_raw=False)
@@ -210,11 +214,13 @@ class _GeminiMapper:
                 "content": content if isinstance(content, (str, list)) else str(content),
                 "isError": code is not None}
         data: dict[str, Any] = {"turn": seen.turn, "step": seen.step, "message": {
-            "id": f"{mid}/result:{cid}", "role": "tool", "content": [part]}, "raw": call}
+            "id": f"{mid}/result:{cid}", "role": "tool", "content": [part]}}
         if code is not None:
             data["error"] = {"name": "ToolError", "code": code}
+        if not self.lines:
+            data["raw"] = call
         self.em.emit(line, "tool/result", self.time, data, op="append",
-                     key=f"{mid}/result:{cid}", with_raw=False)
+                     key=f"{mid}/result:{cid}", with_raw=self.lines)
 
 
 # --- sessions ------------------------------------------------------------------------------------
@@ -232,7 +238,7 @@ def _header(meta: dict[str, Any], messages: list[dict[str, Any]],
         (t for m in messages if (t := iso_ms(m.get("timestamp"))) is not None), None)
     if not isinstance(sid, str) or not sid or created is None:
         return None
-    calls = [c for m in messages for c in m.get("toolCalls") or [] if isinstance(c, dict)]
+    calls = [c for m in messages for c in as_list(m.get("toolCalls")) if isinstance(c, dict)]
     texts = [[m.get("content"), m.get("thoughts")] for m in messages]
     cwd = recover_cwd(meta.get("projectHash"), source_name, meta.get("directories"), calls,
                       texts)
@@ -258,12 +264,12 @@ def import_gemini_document(data: bytes, source_name: str) -> list[ImportedSessio
                                     "no sessionId and start time identify this chat yet",
                                     data))
         return with_rejections(PREFIX, [], unreadable, source_name)
-    mapper = _GeminiMapper(int(header["createdAt"]))
+    mapper = _GeminiMapper(int(header["createdAt"]), lines=False)
     # The document's own fields, minus the ones every rewrite changes (the title has its event).
     top = SourceLine(0, b"", {k: v for k, v in meta.items()
                               if k not in ("lastUpdated", "summary")})
     mapper.em.emit(top, f"{PREFIX}/session", int(header["createdAt"]), {}, key="session")
-    feed_each(lines, mapper.message, mapper.em)
+    feed_each(lines, mapper.message, mapper.em, f"{PREFIX}/unmapped")
     title = doc.get("summary")
     if isinstance(title, str) and title.strip():
         mapper.em.emit(top, "session/title", mapper.time, {"title": title, "via": "summary"},
@@ -285,7 +291,7 @@ def import_gemini_jsonl(data: bytes, source_name: str) -> list[ImportedSession]:
                                     "no header line identifies this chat yet", ln.raw)
                           for ln in lines)
         return with_rejections(PREFIX, [], unreadable, source_name)
-    mapper = _GeminiMapper(int(header["createdAt"]))
+    mapper = _GeminiMapper(int(header["createdAt"]), lines=True)
 
     def feed(line: SourceLine) -> None:
         value = line.value
@@ -307,7 +313,7 @@ def import_gemini_jsonl(data: bytes, source_name: str) -> list[ImportedSession]:
         else:
             mapper.em.emit(line, f"{PREFIX}/record", mapper.time, {})
 
-    feed_each(lines, feed, mapper.em)
+    feed_each(lines, feed, mapper.em, f"{PREFIX}/unmapped")
     session = ImportedSession(header, mapper.em.events, mapper.em.rejections)
     return with_rejections(PREFIX, [session], unreadable, source_name)
 

@@ -275,7 +275,7 @@ def import_opencode(data: bytes, source_name: str) -> list[ImportedSession]:
     volatile = ("time", "title", "summary", "tokens", "cost")
     top = SourceLine(0, b"", {k: v for k, v in info.items() if k not in volatile})
     mapper.em.emit(top, f"{PREFIX}/session", int(header["createdAt"]), {}, key="session")
-    feed_each(lines, mapper.feed, mapper.em)
+    feed_each(lines, mapper.feed, mapper.em, f"{PREFIX}/unmapped")
     title = info.get("title")
     if isinstance(title, str) and title.strip() and not _PLACEHOLDER.match(title):
         mapper.em.emit(top, "session/title", mapper.time, {"title": title},

@@ -149,7 +149,8 @@ def test_jsonl_chat_rewrites_add_only_what_is_new() -> None:
     assert session.header["id"] == "gemini-cli:0ab84937-9fe7-4284-986a-33c832af0b6a"
     assert session.header["cwd"] == "/home/wei/repo/discordbot"
     lines = [orjson.loads(line) for line in data.splitlines()]
-    assert len(with_raw(session)) >= len(lines) - 12  # finished calls keep theirs on results
+    kept = [e["data"]["raw"] for e in with_raw(session)]
+    assert kept == lines  # every line kept whole, once, in order
     calls = by_type(session, "tool/call")
     assert len(calls) == 12 == len({c["data"]["callId"] for c in calls})
     assert len(by_type(session, "tool/result")) == 12
