@@ -110,9 +110,10 @@ def test_a_claude_summary_naming_another_file_stays_for_the_index_side() -> None
 def test_a_codex_thread_name_is_its_title() -> None:
     path = Path(DATA / "codex-0.125-parent.jsonl")
     lines = path.read_bytes().splitlines(keepends=True)
-    named = lines + [b'{"timestamp":"2026-04-29T20:00:00.000Z","type":"event_msg","payload":'
-                     b'{"type":"thread_name_updated","thread_id":"x","thread_name":"Marvin work '
-                     b'triage"}}\n']
+    rename = (b'{"timestamp":"2026-04-29T20:00:00.000Z","type":"event_msg","payload":'
+              b'{"type":"thread_name_updated","thread_id":"x","thread_name":"Marvin work '
+              b'triage"}}\n')
+    named = [*lines, rename]
     (session,) = IMPORTERS["codex"](b"".join(named), str(path))
     assert [t["data"]["title"] for t in by_type(session, "session/title")] == [
         "Marvin work triage"]
