@@ -192,22 +192,36 @@ def test_a_file_imported_under_another_mapping_is_reported_once(tmp_path: Path) 
     assert report["eventsAdded"] == 0
 
 
-def test_the_current_step_clamp_works_on_imported_sessions(tmp_path: Path) -> None:
+def _calls_tool(record: dict[str, Any]) -> bool:
+    """The agent is running a tool call once this record is written."""
+    message = record.get("message")
+    payload = record.get("payload")
+    return (record.get("type") == "assistant" and isinstance(message, dict) and any(
+        isinstance(b, dict) and b.get("type") == "tool_use" for b in message.get("content", [])
+    )) or (record.get("type") == "response_item" and isinstance(payload, dict)
+           and payload.get("type") == "function_call") or (
+        record.get("type") == "tool.execution_start")
+
+
+@pytest.mark.parametrize("name", [CC_2114, CODEX, COPILOT])
+def test_the_current_step_clamp_works_on_imported_sessions(tmp_path: Path, name: str) -> None:
     """SPEC 6.2: an imported session searching its own history finds what came before the
     step it is running, and nothing of that step (its own tool call included)."""
-    lines = records(CC_2114)
-    cwd = next(r["cwd"] for r in lines if "cwd" in r)
-    # Cut right after an assistant tool_use: the agent is running that call now.
-    cut = max(i for i, r in enumerate(lines[:40]) if r.get("type") == "assistant" and any(
-        isinstance(b, dict) and b.get("type") == "tool_use"
-        for b in r.get("message", {}).get("content", [])))
-    source = tmp_path / "p" / "839b35f7-4dbd-4d93-9772-3c272cc87caa.jsonl"
-    source.parent.mkdir()
+    lines = records(name) if name in (CC_2114, CODEX) else [
+        orjson.loads(line) for line in (AGENTS / name).read_bytes().splitlines()]
+    # Cut right after a tool call of a later step: the agent is running that call now.
+    calls = [i for i, r in enumerate(lines) if _calls_tool(r)]
+    cut = calls[len(calls) // 2]
+    source = tmp_path / "session-state" / "96ef38f0-9d09-45c3-8124-6448c36090ed" / (
+        "839b35f7-4dbd-4d93-9772-3c272cc87caa.jsonl" if name == CC_2114 else
+        "rollout-x.jsonl" if name == CODEX else "events.jsonl")
+    source.parent.mkdir(parents=True)
     source.write_bytes(to_bytes(lines[:cut + 1]))
     with Recall.open(tmp_path / "data") as recall:
         recall.ingest([source])
         (item,) = recall.list_sessions()
         sid = item["header"]["id"]
+        cwd = str(item["header"]["cwd"])
         events = recall.read_session(sid)["events"]
         last_step = max(e["seq"] for e in events if e["type"] == "step/start")
         call = next(e for e in reversed(events) if e["type"] == "tool/call")

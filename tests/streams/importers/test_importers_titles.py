@@ -4,6 +4,9 @@ agent's own title when it recorded one, and the first `user/message` whose sourc
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -117,3 +120,24 @@ def test_a_codex_thread_name_is_its_title() -> None:
     (session,) = IMPORTERS["codex"](b"".join(named), str(path))
     assert [t["data"]["title"] for t in by_type(session, "session/title")] == [
         "Marvin work triage"]
+
+
+def test_imports_are_the_same_in_every_process() -> None:
+    """Same file, same events: no dict/set order or hash seed leaks into the mapping."""
+    script = (
+        "import hashlib, orjson, sys\n"
+        "from pathlib import Path\n"
+        "from streams.importers import IMPORTERS, detect_format\n"
+        "h = hashlib.blake2b()\n"
+        "for name in sys.argv[1:]:\n"
+        "    data = Path(name).read_bytes()\n"
+        "    for s in IMPORTERS[detect_format(name, data[:65536])](data, name):\n"
+        "        h.update(orjson.dumps([s.header, s.events], option=orjson.OPT_SORT_KEYS))\n"
+        "print(h.hexdigest())\n")
+    files = [str(DATA.parent / relative) for relative in sorted(EXPECTED)]
+    digests = set()
+    for seed in ("1", "2"):
+        done = subprocess.run([sys.executable, "-c", script, *files], capture_output=True,
+                              text=True, env={**os.environ, "PYTHONHASHSEED": seed}, check=True)
+        digests.add(done.stdout.strip())
+    assert len(digests) == 1
