@@ -45,7 +45,8 @@ class _Block:
 
 
 def _kind(line: str) -> str | None:
-    if _START.match(line):
+    start = _START.match(line)
+    if start and _started_ms(start.group(1)) is not None:
         return "start"
     if line.startswith("####"):
         return "prompt"
@@ -98,9 +99,12 @@ def _strip(block: _Block) -> str:
     return "\n".join(block.lines).strip()
 
 
-def _started_ms(stamp: str) -> int:
+def _started_ms(stamp: str) -> int | None:
     """Aider writes local time without a zone; it is read as UTC (see MAPPING.md)."""
-    parsed = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
+    try:
+        parsed = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
+    except ValueError:
+        return None
     return int(parsed.timestamp()) * 1000
 
 
@@ -167,7 +171,8 @@ def import_aider(data: bytes, source_name: str) -> list[ImportedSession]:
             compact = re.sub(r"[^0-9]", "", stamp)
             used[compact] = used.get(compact, 0) + 1
             suffix = compact if used[compact] == 1 else f"{compact}-{used[compact]}"
-            header = make_header(f"{PREFIX}:{base}:{suffix}", _started_ms(stamp), cwd=folder)
+            header = make_header(f"{PREFIX}:{base}:{suffix}", _started_ms(stamp) or 0,
+                                 cwd=folder)
             runs.append((header, [line]))
         elif runs:
             runs[-1][1].append(line)

@@ -40,6 +40,8 @@ META_PLUGIN = "opencode-meta"
 #: Titles OpenCode gives a session before its real title is generated.
 _PLACEHOLDER = re.compile(r"^(New|Child) session - \d{4}-\d\d-\d\dT")
 _STORAGE_MAX_FILES = 100_000
+#: OpenCode ids; only these become path components when reading its storage.
+_STORAGE_ID = re.compile(r"^(ses|msg)_[A-Za-z0-9]{1,64}$")
 
 
 @dataclass(slots=True)
@@ -289,10 +291,13 @@ def read_storage(source_name: str, session_id: str) -> list[dict[str, Any]]:
     and `storage/part/<message id>/`) assembled into the export's `messages` shape. Unreadable
     files are skipped here; their absence shows as a message without parts."""
     storage = Path(source_name).parent.parent.parent
+    if not _STORAGE_ID.match(session_id):
+        return []  # never a path component from untrusted text
     messages: list[dict[str, Any]] = []
     for info in _json_files(storage / "message" / session_id):
         mid = info.get("id")
-        parts = _json_files(storage / "part" / mid) if isinstance(mid, str) else []
+        parts = _json_files(storage / "part" / mid) \
+            if isinstance(mid, str) and _STORAGE_ID.match(mid) else []
         messages.append({"info": info, "parts": parts})
     return messages
 

@@ -74,3 +74,11 @@ def test_growth_at_block_boundaries_is_a_prefix() -> None:
 def test_detection() -> None:
     assert detect_format("/x/history.md", agent(AIDER)[:65536]) == "aider"
     assert detect_format("/repo/.aider.chat.history.md", b"") == "aider"
+
+
+def test_an_impossible_start_time_is_text_not_a_run() -> None:
+    data = agent(AIDER).replace(b"started at 2025-07-15 14:53:34", b"started at 2025-19-45 99:00:00")
+    sessions = import_aider(data, SOURCE)
+    assert len(sessions) == 4
+    for session in sessions:
+        assert_valid_log(session)

@@ -163,3 +163,16 @@ def test_detection_and_registry() -> None:
     for name in (OPENCODE_ERROR, OPENCODE_RUNNING, OPENCODE_CHILD):
         assert detect_format(f"/x/{Path(name).name}", agent(name)[:65536]) == "opencode"
     assert IMPORTERS["opencode"].whole_document is True
+
+
+def test_storage_ids_never_become_paths(tmp_path: Path) -> None:
+    outside = tmp_path / "secret"
+    outside.mkdir()
+    (outside / "x.json").write_bytes(b'{"id": "msg_x", "role": "user"}')
+    session_file = tmp_path / "storage" / "session" / "p" / "ses_a.json"
+    session_file.parent.mkdir(parents=True)
+    info = {"id": "../../../secret", "projectID": "p", "directory": "/w",
+            "time": {"created": 1}}
+    session_file.write_bytes(orjson.dumps(info))
+    (session,) = import_opencode(session_file.read_bytes(), str(session_file))
+    assert not by_type(session, "opencode/message")
