@@ -142,7 +142,8 @@ class EmbeddedRuntime:
         except (SessionQueryError, sqlite3.DatabaseError) as exc:
             if not _is_damage(exc):
                 raise
-            self.damage = IndexDamaged(f"the live index cannot be opened: {exc}")
+            self.damage = IndexDamaged("the live index cannot be opened: "
+                                       f"{getattr(exc, 'message', exc)}")
 
     def close(self) -> None:
         if self._shards is not None:

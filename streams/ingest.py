@@ -259,8 +259,11 @@ class Ingestor:
         src = read_source(path, max_line=self.max_event_bytes, max_total=self.max_file_bytes,
                           checkpoint=consumed or None)
         stamp = {"size": stat.st_size, "mtime": stat.st_mtime_ns}
-        if src.total == 0 and src.corrupt:
-            self._park_file(key, path, INGEST_CORRUPT_COMPRESSION, src.corrupt, report)
+        broken = src.corrupt or ("the zstd stream ends inside a frame (truncated)"
+                                 if src.truncated_frame else None)
+        if src.complete_end == 0 and broken:
+            self._park_file(key, path, INGEST_CORRUPT_COMPRESSION,
+                            f"{broken}; no complete line could be decoded", report)
             self.registry[key] = {**(seen or {}), **stamp}
             return
         kind = fmt if fmt != "auto" else self._detect(path, src.text)
@@ -291,10 +294,10 @@ class Ingestor:
                             f"reading stopped after {self.max_file_bytes} decompressed bytes "
                             "(RECALL_MAX_FILE_BYTES); lines before that point were ingested",
                             report, stopped_at=src.complete_end)
-        elif src.corrupt:
+        elif broken:
             self._park_file(key, path, INGEST_CORRUPT_COMPRESSION,
-                            f"{src.corrupt}; lines before that point were ingested", report,
-                            stopped_at=src.complete_end)
+                            f"{broken}; the complete lines before that point were ingested",
+                            report, stopped_at=src.complete_end)
         if plan.pending:
             report.pending += 1
             report.lines += 1
@@ -323,7 +326,7 @@ class Ingestor:
         complete_lines = src.text.count(b"\n")
         first = int(seen.get("lines", 0)) + 1 if seen else 1
         tail = src.tail
-        stopped = src.over_limit or src.corrupt is not None
+        stopped = src.over_limit or src.corrupt is not None or src.truncated_frame
         tail_number = complete_lines + 1
         tail_oversized = tail_number in src.oversized
         if stopped or (not tail and not tail_oversized):

@@ -51,8 +51,8 @@ class WriterLock:
         self.data_dir = data_dir
         self.timeout_s = timeout_s
         self.notify = notify or _stderr
-        self.command = command or " ".join(os.path.basename(a) if i == 0 else a
-                                           for i, a in enumerate(sys.argv[:2]))
+        argv = [os.path.basename(sys.argv[0]) if sys.argv else "python", *sys.argv[1:]]
+        self.command = command or " ".join(argv)[:120]
         self._lock = filelock.FileLock(str(data_dir / LOCK_FILE), mode=0o600)
         self._depth = 0
         self._token: bytes | None = None
