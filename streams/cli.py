@@ -40,7 +40,7 @@ from projections.errors import (
 from streams.errorlog import log_exception
 from streams.facade import Recall
 from streams.settings import Settings, load_settings
-from streams.textsafe import visible
+from streams.textsafe import encodable, visible
 
 F = TypeVar("F", bound=Callable[..., Any])
 console = Console(highlight=False)
@@ -54,6 +54,15 @@ def emit_json(value: Any) -> None:
 def say(*parts: str | tuple[str, str]) -> None:
     """Print one line built from plain strings and (text, style) pairs; never markup."""
     console.print(Text.assemble(*parts), soft_wrap=True)
+
+
+def print_columns(rows: Sequence[Sequence[str]]) -> None:
+    """Aligned columns, one line per row, the first row bold. Never wrapped: a cell that wrapped
+    would look like a row of its own."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for n, row in enumerate(rows):
+        line = "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        console.print(Text(line, style="bold" if n == 0 else ""), soft_wrap=True)
 
 
 def json_option(func: F) -> F:
@@ -90,6 +99,7 @@ def _wants_json(args: Sequence[str]) -> bool:
 
 
 def _render_error(code: str, message: str, hint: str, as_json: bool) -> None:
+    message, hint = encodable(message), encodable(hint)
     if as_json:
         text = message if not hint else f"{message} ({hint})"
         emit_json({"error": {"code": code, "message": text}})
@@ -412,14 +422,12 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         emit_json(listing)
         return
-    table = Table("id", "created", "cwd", "parent", "live")
+    rows = [("id", "created", "cwd", "parent", "live")]
     for item in listing:
         h = item["header"]
-        table.add_row(Text(visible(h["id"])), ms_to_iso(h["createdAt"]),
-                      Text(visible(h.get("cwd") or "-")),
-                      Text(visible(h.get("parentSession") or "-")),
-                      "yes" if item["live"] else "no")
-    console.print(table)
+        rows.append((visible(h["id"]), ms_to_iso(h["createdAt"]), visible(h.get("cwd") or "-"),
+                     visible(h.get("parentSession") or "-"), "yes" if item["live"] else "no"))
+    print_columns(rows)
 
 
 @main.command()

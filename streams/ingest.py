@@ -17,7 +17,6 @@ Sources are read under caps (streams/sourcefile.py) and parsed losslessly
 
 from __future__ import annotations
 
-import logging
 import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -43,10 +42,9 @@ from projections.errors import (
 from projections.fold import Step, SurfaceState
 from projections.logformat import DEFAULT_MAX_FILE_BYTES, LogBuilder, Rejection
 from streams.atomic import replace_file
+from streams.errorlog import log_exception
 from streams.sourcefile import SourceText, Span, read_source, span_hasher
 from streams.store import DeadLetters, SessionStore, StoredSession
-
-log = logging.getLogger("recall.ingest")
 
 LOG_SUFFIXES = (".jsonl", ".jsonl.zst", ".jsonl.zstd")
 #: Save the registry of sources this often (files), so a killed run repeats little work.
@@ -427,7 +425,8 @@ class Ingestor:
         try:
             imported = _checked(self.importers[kind](text, key))
         except Exception as exc:  # an importer bug must not end the run or lose the file
-            log.error("importer %s failed on %s", kind, key, exc_info=True)
+            log_exception(exc, self.registry_path.parent,
+                          context=f"importer {kind} failed on {key}")
             self._park_file(key, path, INGEST_IMPORTER_FAILED,
                             f"the {kind} importer failed ({type(exc).__name__}: "
                             f"{str(exc)[:200]}); kept whole, retried on the next ingest", report)

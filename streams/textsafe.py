@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import re
 
-# C0 controls, DEL, C1 controls, U+2028/2029, and the bidi embedding/override/isolate marks.
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
-_UNSAFE_KEEP_LINES = re.compile(
-    "[\x00-\x09\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+# C0 controls, DEL, C1 controls, U+2028/2029, the bidi embedding/override/isolate marks, and
+# lone surrogates (undecodable bytes of a command line; no encoder can write them).
+_MARKS = "\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+_UNSAFE = re.compile(f"[\x00-\x1f{_MARKS}]")
+_UNSAFE_KEEP_LINES = re.compile(f"[\x00-\x09\x0b-\x1f{_MARKS}]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -25,6 +26,16 @@ def _escape(match: re.Match[str]) -> str:
         return named
     code = ord(char)
     return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def encodable(text: str) -> str:
+    """`text` with lone surrogates written as `\\udcXX`, so any encoder (JSON, a terminal) can
+    write it; everything else unchanged."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def visible(text: object, *, keep_newlines: bool = False) -> str:
