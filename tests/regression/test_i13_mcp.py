@@ -4,7 +4,7 @@ caller's own header said another cwd (a client could widen its own workspace); a
 
 from __future__ import annotations
 
-import sys
+import importlib.util
 from pathlib import Path
 from typing import Any
 
@@ -13,8 +13,14 @@ import pytest
 
 from streams.facade import Recall
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "streams" / "mcp"))
-from mcp_corpus import ALPHA, BETA, write_corpus
+# The MCP suite's corpus, loaded by path: putting its directory on sys.path would change which
+# `conftest` other test modules import by name.
+_spec = importlib.util.spec_from_file_location(
+    "i13_mcp_corpus", Path(__file__).resolve().parents[1] / "streams" / "mcp" / "mcp_corpus.py")
+assert _spec is not None and _spec.loader is not None
+corpus = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(corpus)
+ALPHA, BETA, write_corpus = corpus.ALPHA, corpus.BETA, corpus.write_corpus
 
 
 @pytest.fixture(scope="module")
