@@ -20,6 +20,7 @@ SUITES = [
     ("bench.reference", "Reference (issue: references)"),
     ("bench.pipeline", "Kafka pipeline (issue: streaming pipeline)"),
     ("bench.importers", "Importers (issue: real logs)"),
+    ("bench.hardening", "Hostile input (issue: hardening)"),
 ]
 
 

@@ -7,10 +7,11 @@ Readers never take it: the store is append-only and fsynced, the index is SQLite
 
 A second writer waits, says so once on stderr (who holds the lock, since when), and gives up
 after `RECALL_LOCK_TIMEOUT_S` with RECALL_LOCK_TIMEOUT. Each holder, right after acquiring,
-replaces `<data_dir>/writer.epoch` with a fresh token; a process that finds a token other than
-the one it wrote knows someone else wrote meanwhile and must drop what it cached (store states,
-registry, dead-letter keys, the open index generation). The token is written before any other
-write, so even a writer killed mid-batch is noticed by the next one.
+rewrites `<data_dir>/writer.epoch` with a fresh token (and who it is); a process that finds
+anything but the token it wrote last knows someone else wrote meanwhile and must drop what it
+cached (store states, registry, dead-letter keys, the open index generation). The token is
+written before any other write, so even a writer killed mid-batch is noticed by the next one;
+it is rewritten in place (a torn token also reads as "changed", the safe answer).
 """
 
 from __future__ import annotations
@@ -27,10 +28,8 @@ import filelock
 import orjson
 
 from projections.errors import LockTimeout
-from streams.atomic import replace_file
 
 LOCK_FILE = "lock"
-OWNER_FILE = "lock.owner"
 EPOCH_FILE = "writer.epoch"
 
 #: Called with one line of text when a writer starts waiting (the CLI prints it on stderr).
@@ -127,22 +126,25 @@ class WriterLock:
     def describe_owner(self) -> str:
         """Who holds the lock, as its holder recorded it (best effort: it is only a hint)."""
         try:
-            owner = orjson.loads((self.data_dir / OWNER_FILE).read_bytes())
+            owner = orjson.loads((self.data_dir / EPOCH_FILE).read_bytes())
             since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(owner["since"])))
             return f"held by pid {int(owner['pid'])}, `{owner['command']}`, since {since}"
         except Exception:
             return "holder unknown"
 
     def _renew_epoch(self) -> bool:
-        """Write a fresh epoch token (and who we are); True if the previous token is not ours."""
+        """Write a fresh epoch token (and who we are); True if what was there is not what this
+        process wrote last (another writer came in between, or this is our first hold)."""
         path = self.data_dir / EPOCH_FILE
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
-            previous: bytes | None = path.read_bytes()
-        except FileNotFoundError:
-            previous = None
-        changed = self._token is None or previous != self._token
-        self._token = secrets.token_hex(16).encode()
-        replace_file(path, self._token, durable=False)
-        replace_file(self.data_dir / OWNER_FILE, orjson.dumps(
-            {"pid": os.getpid(), "command": self.command, "since": time.time()}), durable=False)
+            previous = os.read(fd, 4096)
+            changed = self._token is None or previous != self._token
+            self._token = orjson.dumps({"token": secrets.token_hex(16), "pid": os.getpid(),
+                                        "command": self.command, "since": time.time()})
+            os.lseek(fd, 0, os.SEEK_SET)
+            os.ftruncate(fd, 0)
+            os.write(fd, self._token)
+        finally:
+            os.close(fd)
         return changed

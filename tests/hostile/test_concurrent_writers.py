@@ -56,3 +56,25 @@ def test_reference_appends_racing_ingests_stay_contiguous(tmp_path: Path) -> Non
         events = recall.read_surface("corpus-000")["events"]
         assert recall.replay()["events"] == 8 * 300 + 3
     assert [e["seq"] for e in events][-3:] == [300, 301, 302]
+
+
+def test_a_long_lived_writer_sees_what_another_process_wrote(tmp_path: Path) -> None:
+    """A process that keeps a Recall open (an MCP server, a watcher) must not append from a
+    stale cache after another process appended: the writer epoch makes it drop the cache."""
+    from streams.facade import Recall
+
+    source = tmp_path / "corpus"
+    write_corpus(source, 1, 3, bad_every=0)
+    data = tmp_path / "data"
+    with Recall.open(data) as mine:
+        mine.ingest([source])
+        assert mine.read_session("corpus-000")["header"]["id"] == "corpus-000"
+        other = recall_cmd(data, "reference", "--target", "corpus-000", "--message", "theirs")
+        assert other.returncode == 0, other.stderr
+        result = mine.prepare_reference("corpus-000", "mine")
+        assert result["appended"] == [4]
+        assert [e["seq"] for e in mine.read_surface("corpus-000")["events"]] == [0, 1, 2, 3, 4]
+        # and another process's reindex is followed by this reader
+        assert recall_cmd(data, "reindex").returncode == 0
+        assert mine.index_generation() == "gen-000002"
+        assert mine.search_sessions("theirs")["items"][0]["header"]["id"] == "corpus-000"
