@@ -11,7 +11,6 @@ reported as RECALL_INTERNAL_ERROR. Untrusted text is printed as data (streams/te
 from __future__ import annotations
 
 import datetime
-import sqlite3
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -29,15 +28,12 @@ from projections import jsonwire
 from projections.errors import (
     EXIT_ERROR,
     EXIT_USAGE,
-    RECALL_IO_ERROR,
-    IndexDamaged,
     InputRejected,
-    InternalError,
     RecallError,
     UsageError,
     is_usage,
 )
-from streams.errorlog import log_exception
+from streams.errorlog import as_recall_error
 from streams.facade import Recall
 from streams.settings import Settings, load_settings
 from streams.textsafe import encodable, visible
@@ -150,25 +146,7 @@ class RecallGroup(click.Group):
         return status
 
     def _as_recall_error(self, exc: BaseException) -> RecallError:
-        """The one mapping from any exception to a coded error (unexpected ones are logged)."""
-        if isinstance(exc, RecallError):
-            return exc
-        if isinstance(exc, sqlite3.DatabaseError):
-            where = log_exception(exc, self.data_dir_hint, context="index error")
-            return IndexDamaged(f"the index could not be read: {exc}"
-                                + (f" (details in {where})" if where else ""))
-        if isinstance(exc, OSError):
-            where = log_exception(exc, self.data_dir_hint, context="I/O error")
-            name = exc.filename if isinstance(exc.filename, str) else ""
-            return RecallError(f"{exc.strerror or type(exc).__name__}"
-                               + (f": {name}" if name else "")
-                               + (f" (details in {where})" if where else ""),
-                               code=RECALL_IO_ERROR,
-                               hint="check the path, its permissions and free space")
-        where = log_exception(exc, self.data_dir_hint, context="unexpected exception")
-        return InternalError(f"unexpected {type(exc).__name__}"
-                             + (f"; the traceback is in {where}" if where else
-                                "; the traceback could not be logged"))
+        return as_recall_error(exc, self.data_dir_hint)
 
 
 @contextmanager

@@ -1,5 +1,7 @@
-"""Entry points, last resort: unexpected exceptions are written with their traceback to a log
-file (never to the terminal), so a bug report has the details and the user sees one line.
+"""Entry points, last resort: any exception → one coded RecallError (`as_recall_error`), with the
+traceback of anything unexpected written to a log file (never to the terminal), so a bug report
+has the details and the user sees one line. Every edge (CLI, a reply to a request) maps through
+this one function.
 
 The file is `<data_dir>/log/recall.log`, or `$XDG_STATE_HOME/session-recall/recall.log` when the
 data dir is unusable; it is owner-only and rotated at 1 MiB (one old copy is kept).
@@ -9,10 +11,13 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sqlite3
 import sys
 import time
 import traceback
 from pathlib import Path
+
+from projections.errors import RECALL_IO_ERROR, IndexDamaged, InternalError, RecallError
 
 MAX_BYTES = 1 << 20
 
@@ -43,3 +48,26 @@ def log_exception(exc: BaseException, data_dir: Path | None, *, context: str = "
                 handle.write(entry)
             return path
     return None
+
+
+def as_recall_error(exc: BaseException, data_dir: Path | None) -> RecallError:
+    """The one mapping from any exception to a coded error. RecallErrors pass through; SQLite
+    damage is RECALL_INDEX_DAMAGED, OS refusals RECALL_IO_ERROR, anything else
+    RECALL_INTERNAL_ERROR; all but the first are logged with their traceback."""
+    if isinstance(exc, RecallError):
+        return exc
+    if isinstance(exc, sqlite3.DatabaseError):
+        where = log_exception(exc, data_dir, context="index error")
+        return IndexDamaged(f"the index could not be read: {exc}"
+                            + (f" (details in {where})" if where else ""))
+    if isinstance(exc, OSError):
+        where = log_exception(exc, data_dir, context="I/O error")
+        name = exc.filename if isinstance(exc.filename, str) else ""
+        return RecallError(f"{exc.strerror or type(exc).__name__}"
+                           + (f": {name}" if name else "")
+                           + (f" (details in {where})" if where else ""),
+                           code=RECALL_IO_ERROR, hint="check the path, its permissions and free space")
+    where = log_exception(exc, data_dir, context="unexpected exception")
+    return InternalError(f"unexpected {type(exc).__name__}"
+                         + (f"; the traceback is in {where}" if where else
+                            "; the traceback could not be logged"))

@@ -98,13 +98,18 @@ class SessionStore:
 
     def _repair(self, path: Path) -> None:
         """Cut a torn last line off (writer only): nothing may be appended after it."""
-        data = path.read_bytes()
-        cut = len(_intact(data))
-        if cut != len(data):
-            with path.open("r+b") as f:
-                f.truncate(cut)
-                f.flush()
-                os.fsync(f.fileno())
+        with path.open("r+b") as f:
+            end = f.seek(0, os.SEEK_END)
+            if end == 0:
+                return
+            f.seek(end - 1)
+            if f.read(1) == b"\n":
+                return
+            f.seek(0)
+            cut = len(_intact(f.read()))
+            f.truncate(cut)
+            f.flush()
+            os.fsync(f.fileno())
 
     def _lines(self, path: Path) -> list[bytes]:
         return [line for line in _intact(path.read_bytes()).split(b"\n") if line]
