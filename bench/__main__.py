@@ -21,6 +21,7 @@ SUITES = [
     ("bench.pipeline", "Kafka pipeline (issue: streaming pipeline)"),
     ("bench.importers", "Importers (issue: real logs)"),
     ("bench.agents", "Importers of other agents (issue: other agents)"),
+    ("bench.hardening", "Hostile input (issue: hardening)"),
 ]
 
 
