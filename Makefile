@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 RECALL_TEST_BROKER ?= both
 export RECALL_TEST_BROKER
 
-.PHONY: setup demo test lint unit bench chaos lowest clean
+.PHONY: setup demo test lint unit bench chaos fuzz lowest clean
 
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -46,8 +46,12 @@ lowest:
 	.venv-lowest/bin/python -m pip install -q --upgrade pip
 	$(PY) tests/packaging/lowest.py mcp > .venv-lowest/constraints.txt
 	.venv-lowest/bin/python -m pip install -q -c .venv-lowest/constraints.txt -e '.[test,mcp]'
-	.venv-lowest/bin/python -m pip freeze | grep -iE '^(faust-streaming|aiokafka|orjson|pydantic|pydantic-settings|zstandard|apsw|click|rich|mcp)=='
+	.venv-lowest/bin/python -m pip freeze | grep -iE '^(faust-streaming|aiokafka|orjson|pydantic|pydantic-settings|zstandard|apsw|click|rich|filelock|mcp)=='
 	RECALL_TEST_BROKER=noida .venv-lowest/bin/pytest -m "not packaging"
+
+# The hostile-input suite with many more examples than the bounded default run of `make test`.
+fuzz: $(STAMP)
+	RECALL_FUZZ_EXAMPLES=$${RECALL_FUZZ_EXAMPLES:-1500} $(BIN)/pytest tests/hostile tests/regression
 
 clean:
 	rm -rf $(VENV) .venv-lowest build dist *.egg-info .mypy_cache .ruff_cache

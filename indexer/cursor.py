@@ -15,6 +15,8 @@ from indexer.config import MAX_SAFE_INTEGER
 from indexer.errors import INVALID_CURSOR, STALE_CURSOR, query_error
 
 CURSOR_VERSION = 1
+#: Longer strings are not cursors this service issued (they are ~250 characters).
+MAX_CURSOR_CHARS = 2048
 
 
 def fingerprint(value: dict[str, Any]) -> str:
@@ -53,13 +55,18 @@ def _invalid(message: str) -> Exception:
 
 def decode_cursor(key: bytes, cursor: str, *, instance: str, scope: str,
                   fingerprint: str) -> CursorState:
-    """Checks in SPEC order; any failure is INVALID_CURSOR. The generation is compared later."""
+    """Checks in SPEC order; any failure is INVALID_CURSOR. The generation is compared later.
+    Only a flat object of scalars can be one of ours, so nothing else is re-serialized (a
+    deeply nested payload would not survive orjson.dumps)."""
+    if len(cursor) > MAX_CURSOR_CHARS:
+        raise _invalid("cursor does not decode")
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
         payload = orjson.loads(raw)
     except (binascii.Error, ValueError) as exc:
         raise _invalid("cursor does not decode") from exc
-    if not isinstance(payload, dict) or not isinstance(payload.get("mac"), str):
+    if not isinstance(payload, dict) or not isinstance(payload.get("mac"), str) or not all(
+            v is None or isinstance(v, str | int | float) for v in payload.values()):
         raise _invalid("cursor does not decode")
     mac = payload.pop("mac")
     if not hmac.compare_digest(mac, _mac(key, orjson.dumps(payload))):

@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
+from indexer import database
+from indexer.routing import shard_file_name
+from indexer.schema import APPLICATION_ID, SCHEMA_VERSION
 from indexer.shardset import ShardSet
 
 
@@ -56,3 +60,49 @@ def optimize_shards(shardset: ShardSet) -> None:
             for table in ("events_fts", "events_tri"):
                 c.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
             c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+def check_generation(root: Path, shard_count: int) -> list[str]:
+    """Problems of one generation's shard files, found without opening them as an index (so a
+    damaged file is reported, not raised): missing or empty files, foreign or old files,
+    `PRAGMA quick_check` findings and FTS5 integrity-check failures. Empty means healthy."""
+    problems: list[str] = []
+    for index in range(shard_count):
+        path = root / shard_file_name(index)
+        if not path.exists():
+            problems.append(f"{path.name}: missing")
+            continue
+        if path.stat().st_size == 0:
+            problems.append(f"{path.name}: empty")
+            continue
+        try:
+            problems.extend(f"{path.name}: {p}" for p in _check_file(path))
+        except database.Error as exc:
+            problems.append(f"{path.name}: {exc}")
+    return problems
+
+
+def _check_file(path: Path) -> list[str]:
+    found: list[str] = []
+    conn = database.connect(path)
+    try:
+        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if app_id != APPLICATION_ID:
+            return [f"not a session-recall shard (application id {app_id:#x})"]
+        if version != SCHEMA_VERSION:
+            found.append(f"schema version {version}, this build reads {SCHEMA_VERSION}")
+        found.extend(str(r[0]) for r in conn.execute("PRAGMA quick_check") if r[0] != "ok")
+        tables = [str(r[0]) for r in conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND sql LIKE '%USING fts5%'")]
+        for table in tables:
+            conn.execute("BEGIN")
+            try:
+                conn.execute(f'INSERT INTO "{table}"("{table}") VALUES (\'integrity-check\')')
+            except database.Error as exc:
+                found.append(f"{table}: {exc}")
+            finally:
+                conn.execute("ROLLBACK")
+    finally:
+        conn.close()
+    return found

@@ -19,6 +19,27 @@ INGEST_UNKNOWN_EVENT_TYPE = "INGEST_UNKNOWN_EVENT_TYPE"
 INGEST_REWRITTEN_SOURCE = "INGEST_REWRITTEN_SOURCE"
 INGEST_AFTER_REJECTED = "INGEST_AFTER_REJECTED"
 INGEST_UNSUPPORTED_FORMAT = "INGEST_UNSUPPORTED_FORMAT"
+INGEST_LOSSY_JSON = "INGEST_LOSSY_JSON"
+INGEST_TOO_DEEP = "INGEST_TOO_DEEP"
+INGEST_CORRUPT_COMPRESSION = "INGEST_CORRUPT_COMPRESSION"
+INGEST_FILE_TOO_LARGE = "INGEST_FILE_TOO_LARGE"
+INGEST_IMPORTER_FAILED = "INGEST_IMPORTER_FAILED"
+
+# Codes of the operator-facing errors that are ours (SPEC.md names query/reference codes only).
+RECALL_USAGE = "RECALL_USAGE"
+RECALL_CONFIG_INVALID = "RECALL_CONFIG_INVALID"
+RECALL_LOCK_TIMEOUT = "RECALL_LOCK_TIMEOUT"
+RECALL_STORE_CORRUPT = "RECALL_STORE_CORRUPT"
+RECALL_INDEX_DAMAGED = "RECALL_INDEX_DAMAGED"
+RECALL_IO_ERROR = "RECALL_IO_ERROR"
+RECALL_INTERNAL_ERROR = "RECALL_INTERNAL_ERROR"
+
+#: Process exit status of the CLI: 0 success, 1 an operation failed (any code above but
+#: RECALL_USAGE / RECALL_CONFIG_INVALID), 2 the command line, a --request file or the settings
+#: could not be understood (nothing was attempted).
+EXIT_ERROR = 1
+EXIT_USAGE = 2
+USAGE_CODES = frozenset({RECALL_USAGE, RECALL_CONFIG_INVALID})
 
 
 class RecallError(Exception):
@@ -76,3 +97,52 @@ class InputRejected(RecallError):
 
     code = INGEST_SCHEMA_VIOLATION
     hint = "the record was parked in the dead letters with its original bytes"
+
+
+class UsageError(RecallError):
+    """The command line or a request file cannot be understood; nothing was attempted (exit 2)."""
+
+    code = RECALL_USAGE
+    hint = "see `recall COMMAND --help`"
+
+
+class ConfigError(RecallError):
+    """A setting (RECALL_* variable, option or data dir) is unusable; fix it and run again."""
+
+    code = RECALL_CONFIG_INVALID
+    hint = "fix the setting named in the message (see the Settings table in README.md)"
+
+
+class LockTimeout(RecallError):
+    """Another process kept the data dir's writer lock longer than RECALL_LOCK_TIMEOUT_S."""
+
+    code = RECALL_LOCK_TIMEOUT
+    hint = ("another recall command is writing to this data dir; run again when it has "
+            "finished, or raise RECALL_LOCK_TIMEOUT_S")
+
+
+class StoreCorrupt(RecallError):
+    """A file of the local store (session log, registry, dead letters) cannot be read back."""
+
+    code = RECALL_STORE_CORRUPT
+    hint = "restore the named file from a backup or move it aside, then run the command again"
+
+
+class IndexDamaged(RecallError):
+    """The live index generation cannot be opened or read; the store can rebuild it."""
+
+    code = RECALL_INDEX_DAMAGED
+    hint = ("run `recall index check` for details; `recall reindex` rebuilds the index from the "
+            "store and moves the damaged files aside")
+
+
+class InternalError(RecallError):
+    """A bug: an exception nobody anticipated; the CLI logs its traceback to a file."""
+
+    code = RECALL_INTERNAL_ERROR
+    hint = "this is a bug; the traceback was logged (see the message), please report it"
+
+
+def is_usage(code: str) -> bool:
+    """Codes that mean "the invocation was not understood" (exit status 2)."""
+    return code in USAGE_CODES

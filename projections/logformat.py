@@ -16,11 +16,13 @@ from typing import Any
 import orjson
 import zstandard
 
+from projections import jsonwire
 from projections.errors import (
     INGEST_AFTER_REJECTED,
+    INGEST_CORRUPT_COMPRESSION,
+    INGEST_DUPLICATE_CONFLICT,
+    INGEST_FILE_TOO_LARGE,
     INGEST_INVALID_SURFACE,
-    INGEST_INVALID_UTF8,
-    INGEST_MALFORMED_JSON,
     INGEST_MISSING_HEADER,
     INGEST_OVERSIZED_EVENT,
     INGEST_SCHEMA_VIOLATION,
@@ -35,20 +37,36 @@ from projections.fold import Step, SurfaceState, plan
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 #: Default cap on one event's encoded size; larger lines are parked, not indexed.
 DEFAULT_MAX_EVENT_BYTES = 4 * 1024 * 1024
+#: Default cap on a whole file's decompressed size (a zstd bomb stops here).
+DEFAULT_MAX_FILE_BYTES = 1024 * 1024 * 1024
 
 
 @dataclass(frozen=True, slots=True)
 class Rejection:
-    """A line that could not enter the log: where it was, why (stable code), and its bytes."""
+    """A line that could not enter the log: where it was, why (stable code), and its bytes.
+
+    A record too large to keep is *bounded*: `raw` is empty and `digest` (blake2b-256 hex),
+    `length` and `offset` (in the decompressed source, if known) say what and where it was."""
 
     line: int
     code: str
     reason: str
     raw: bytes
+    digest: str | None = None
+    length: int | None = None
+    offset: int | None = None
+
+    @property
+    def bounded(self) -> bool:
+        return self.digest is not None
+
+    @property
+    def size(self) -> int:
+        return self.length if self.length is not None else len(self.raw)
 
     def to_json(self) -> dict[str, Any]:
         return {"line": self.line, "code": self.code, "reason": self.reason,
-                "bytes": len(self.raw)}
+                "bytes": self.size}
 
 
 @dataclass(slots=True)
@@ -64,12 +82,17 @@ class ParsedLog:
     lines: int = 0
 
 
-def decompress(data: bytes) -> bytes:
-    """Undo concatenated zstd frames if the data starts with the zstd magic; else return it as is."""
+def decompress(data: bytes, *, max_bytes: int = DEFAULT_MAX_FILE_BYTES) -> bytes:
+    """Undo concatenated zstd frames if the data starts with the zstd magic; else return it as
+    is. Output past `max_bytes` is refused (INGEST_FILE_TOO_LARGE), never materialized."""
     if not data.startswith(ZSTD_MAGIC):
         return data
     reader = zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data), read_across_frames=True)
-    return reader.read()
+    out: bytes = reader.read(max_bytes + 1)
+    if len(out) > max_bytes:
+        raise InputRejected(f"decompresses to more than {max_bytes} bytes",
+                            code=INGEST_FILE_TOO_LARGE)
+    return out
 
 
 def split_lines(data: bytes) -> Iterator[tuple[int, bytes]]:
@@ -114,13 +137,9 @@ def pack_chunk_row(kind: str, events: list[Mapping[str, Any]]) -> dict[str, Any]
 
 def _loads(number: int, line: bytes) -> tuple[Any, Rejection | None]:
     try:
-        line.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return None, Rejection(number, INGEST_INVALID_UTF8, f"invalid UTF-8: {exc}", line)
-    try:
-        return orjson.loads(line), None
-    except orjson.JSONDecodeError as exc:
-        return None, Rejection(number, INGEST_MALFORMED_JSON, f"malformed JSON: {exc}", line)
+        return jsonwire.loads(line), None
+    except InputRejected as exc:
+        return None, Rejection(number, exc.code, exc.message, line)
 
 
 def check_event_type(event: Mapping[str, Any]) -> None:
@@ -138,6 +157,11 @@ class LogBuilder:
         self.max_event_bytes = max_event_bytes
         self.log = ParsedLog(header=header, state=state or SurfaceState())
         self.blocked = False
+        #: The seq of this builder's first event: an event below it is the caller's business
+        #: (e.g. the store's duplicate check); one above it repeats one accepted here.
+        self.base_seq = self.log.state.next_seq
+        #: Exact duplicates skipped (same seq, same bytes as an event already accepted).
+        self.duplicates = 0
 
     def feed_line(self, number: int, line: bytes) -> None:
         self.log.lines += 1
@@ -180,8 +204,17 @@ class LogBuilder:
         """Hook for callers that know more (e.g. a store holding this session); may raise."""
 
     def feed_event(self, event: dict[str, Any]) -> None:
-        """Validate one parsed event against the fold; raises InputRejected, appends on success."""
+        """Validate one parsed event against the fold; raises InputRejected, appends on success.
+        A repeat of an event accepted earlier in this log is skipped if it is byte-identical and
+        rejected as INGEST_DUPLICATE_CONFLICT otherwise."""
         check_event_type(event)
+        seq = event["seq"]
+        if self.base_seq <= seq < self.log.state.next_seq:
+            if orjson.dumps(self.log.events[seq - self.base_seq]) == orjson.dumps(event):
+                self.duplicates += 1
+                return
+            raise InputRejected(f"seq {seq} already holds a different event",
+                                code=INGEST_DUPLICATE_CONFLICT)
         if event["seq"] != self.log.state.next_seq:
             raise InputRejected(f"seq {event['seq']} is not contiguous; expected "
                                 f"{self.log.state.next_seq}", code=INGEST_SEQ_GAP)
@@ -206,8 +239,10 @@ def parse_log(data: bytes, *, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) ->
     try:
         text = decompress(data)
     except zstandard.ZstdError as exc:
-        return ParsedLog(header=None, rejections=[Rejection(0, INGEST_MALFORMED_JSON,
+        return ParsedLog(header=None, rejections=[Rejection(0, INGEST_CORRUPT_COMPRESSION,
                                                             f"corrupt zstd data: {exc}", data)])
+    except InputRejected as exc:
+        return ParsedLog(header=None, rejections=[Rejection(0, exc.code, exc.message, data)])
     builder = LogBuilder(max_event_bytes=max_event_bytes)
     for number, line in split_lines(text):
         builder.feed_line(number, line)

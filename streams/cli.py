@@ -1,9 +1,16 @@
-"""Entry point for people and scripts: the `recall` command (JSON with --json, rich otherwise)."""
+"""Entry point for people and scripts: the `recall` command (JSON with --json, rich otherwise).
+
+This is the CLI's error edge, and the only one: `RecallGroup.main` turns every failure into one
+`{"error": {"code", "message"}}` object (with --json) or one line naming the code and the next
+step, and an exit status: 0 success, 1 the operation failed, 2 the invocation was not understood
+(bad option, undecodable argument, malformed --request, bad setting). A Python traceback never
+reaches the terminal: unexpected exceptions are logged to a file (streams/errorlog.py) and
+reported as RECALL_INTERNAL_ERROR. Untrusted text is printed as data (streams/textsafe.py).
+"""
 
 from __future__ import annotations
 
 import datetime
-import functools
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -15,18 +22,44 @@ import orjson
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 from rich.table import Table
+from rich.text import Text
 
-from projections.errors import RecallError
+from projections import jsonwire
+from projections.errors import (
+    EXIT_ERROR,
+    EXIT_USAGE,
+    InputRejected,
+    RecallError,
+    UsageError,
+    is_usage,
+)
+from streams.errorlog import as_recall_error
 from streams.facade import Recall
-from streams.settings import Settings
+from streams.importers import FORMAT_NAMES
+from streams.settings import Settings, load_settings
+from streams.textsafe import encodable, visible
 
 F = TypeVar("F", bound=Callable[..., Any])
-console = Console()
-err_console = Console(stderr=True)
+console = Console(highlight=False)
+err_console = Console(stderr=True, highlight=False)
 
 
 def emit_json(value: Any) -> None:
     sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode("utf-8") + "\n")
+
+
+def say(*parts: str | tuple[str, str]) -> None:
+    """Print one line built from plain strings and (text, style) pairs; never markup."""
+    console.print(Text.assemble(*parts), soft_wrap=True)
+
+
+def print_columns(rows: Sequence[Sequence[str]]) -> None:
+    """Aligned columns, one line per row, the first row bold. Never wrapped: a cell that wrapped
+    would look like a row of its own."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for n, row in enumerate(rows):
+        line = "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        console.print(Text(line, style="bold" if n == 0 else ""), soft_wrap=True)
 
 
 def json_option(func: F) -> F:
@@ -35,22 +68,86 @@ def json_option(func: F) -> F:
 
 
 def handle_errors(func: F) -> F:
-    """Errors become `{"error": {code, message}}` with --json, a red line otherwise; exit 1."""
+    """Kept for commands registered elsewhere: errors are mapped once, by `RecallGroup`."""
+    return func
 
-    @functools.wraps(func)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
+
+class Utf8Text(click.ParamType):
+    """A text argument: undecodable bytes on the command line are a usage error, not a crash."""
+
+    name = "text"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> str:
+        text = str(value)
         try:
-            return func(*args, **kwargs)
-        except RecallError as exc:
-            if kwargs.get("as_json"):
-                emit_json({"error": exc.to_json()})
-            else:
-                err_console.print(f"[red]error[/red] {exc.code}: {exc.message}"
-                                  + (f"\n  hint: {exc.hint}" if exc.hint else ""),
-                                  highlight=False)
-            sys.exit(1)
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            self.fail(f"{visible(text.encode('utf-8', 'surrogateescape'))[:80]} is not valid "
+                      "UTF-8 text", param, ctx)
+        return text
 
-    return wrapper  # type: ignore[return-value]
+
+TEXT = Utf8Text()
+
+
+def _wants_json(args: Sequence[str]) -> bool:
+    return "--json" in args
+
+
+def _render_error(code: str, message: str, hint: str, as_json: bool) -> None:
+    message, hint = encodable(message), encodable(hint)
+    if as_json:
+        text = message if not hint else f"{message} ({hint})"
+        emit_json({"error": {"code": code, "message": text}})
+        return
+    line = f"error {code}: {visible(message)}"
+    if hint:
+        line += f" — next: {visible(hint)}"
+    sys.stderr.write(line + "\n")
+    sys.stderr.flush()
+
+
+class RecallGroup(click.Group):
+    """The `recall` group, with the CLI's single error boundary in `main`."""
+
+    data_dir_hint: Path | None = None
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True,
+             **extra: Any) -> Any:
+        argv = list(sys.argv[1:] if args is None else args)
+        as_json = _wants_json(argv)
+        status = 0
+        try:
+            result = super().main(argv, prog_name, complete_var, standalone_mode=False, **extra)
+            status = result if isinstance(result, int) else 0
+        except click.exceptions.Abort:
+            sys.stderr.write("aborted\n")
+            status = 130
+        except click.ClickException as exc:
+            failed: click.Context | None = getattr(exc, "ctx", None)
+            hint = f"see `{failed.command_path} --help`" if failed is not None \
+                else "see `recall --help`"
+            _render_error(UsageError.code, exc.format_message(), hint, as_json)
+            status = EXIT_USAGE
+        except KeyboardInterrupt:
+            sys.stderr.write("interrupted\n")
+            status = 130
+        except BrokenPipeError:
+            status = EXIT_ERROR  # the reader went away: nothing left to tell it
+        except BaseException as exc:
+            if isinstance(exc, SystemExit):
+                raise
+            error = self._as_recall_error(exc)
+            _render_error(error.code, error.message, error.hint, as_json)
+            status = EXIT_USAGE if is_usage(error.code) else EXIT_ERROR
+        if standalone_mode:
+            sys.exit(status)
+        return status
+
+    def _as_recall_error(self, exc: BaseException) -> RecallError:
+        return as_recall_error(exc, self.data_dir_hint)
 
 
 @contextmanager
@@ -64,21 +161,32 @@ def open_recall(ctx: click.Context) -> Iterator[Recall]:
         recall.close()
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.group(cls=RecallGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="session-recall")
 @click.option("--data-dir", type=click.Path(path_type=Path), envvar="RECALL_DATA_DIR",
               help="Embedded store, dead letters and index shards [env RECALL_DATA_DIR].")
-@click.option("--broker", envvar="RECALL_BROKER",
+@click.option("--broker", envvar="RECALL_BROKER", type=TEXT,
               help="kafka://HOST:PORT to use the Kafka runtime [env RECALL_BROKER].")
 @click.pass_context
 def main(ctx: click.Context, data_dir: Path | None, broker: str | None) -> None:
-    """Search agent sessions (even what compaction hid) and reference them safely."""
+    """Search agent sessions (even what compaction hid) and reference them safely.
+
+    \b
+    Exit status: 0 success; 1 the operation failed (the error's code says why);
+    2 the command line, a --request file or a RECALL_* setting was not understood.
+    """
     overrides: dict[str, Any] = {}
     if data_dir is not None:
         overrides["data_dir"] = data_dir
     if broker:
         overrides["broker"] = broker
-    ctx.obj = Settings().model_copy(update=overrides) if overrides else Settings()
+    group = ctx.command
+    if isinstance(group, RecallGroup):
+        group.data_dir_hint = data_dir
+    settings = load_settings(**overrides)
+    if isinstance(group, RecallGroup):
+        group.data_dir_hint = Path(settings.data_dir)
+    ctx.obj = settings
 
 
 # --- ingest -------------------------------------------------------------------------------------
@@ -86,13 +194,12 @@ def main(ctx: click.Context, data_dir: Path | None, broker: str | None) -> None:
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--format", "fmt", default="auto",
-              type=click.Choice(["auto", "dsh", "claude-code", "codex"]),
+              type=click.Choice(["auto", "dsh", *FORMAT_NAMES]),
               help="Source format; auto detects per file.")
 @json_option
 @click.pass_context
-@handle_errors
 def ingest(ctx: click.Context, paths: Sequence[Path], fmt: str, as_json: bool) -> None:
-    """Ingest session logs (files or directories; native JSONL/zstd, Claude Code, Codex)."""
+    """Ingest session logs (files or directories): native JSONL/zstd, or any supported agent's."""
     with open_recall(ctx) as recall:
         if console.is_terminal and not as_json:
             with Progress(TextColumn("ingesting"), BarColumn(), MofNCompleteColumn(),
@@ -106,13 +213,21 @@ def ingest(ctx: click.Context, paths: Sequence[Path], fmt: str, as_json: bool) -
     if as_json:
         emit_json(data)
         return
-    console.print(f"{data['files']} files ({data['unchanged']} unchanged), {data['sessions']} "
-                  f"sessions, {data['eventsAdded']} events added, {data['duplicateLines']} "
-                  f"duplicates, {data['rejected']} rejected", highlight=False)
+    acc = data["accounting"]
+    say(f"{data['files']} files ({data['unchanged']} unchanged), {data['sessions']} sessions, "
+        f"{data['eventsAdded']} events added, {data['duplicateLines']} duplicates, "
+        f"{data['rejected']} rejected")
+    say(f"  lines read {acc['linesRead']} = ingested {acc['ingested']} + duplicates skipped "
+        f"{acc['duplicatesSkipped']} + parked {acc['parked']} + pending {acc['pending']}")
     for code, count in sorted(data["rejectedByCode"].items()):
-        console.print(f"  parked {count} × {code} (see `recall dead-letters`)", highlight=False)
+        say(f"  parked {count} × {code} (see `recall dead-letters`)")
     for path in data["rewritten"]:
-        console.print(f"  [yellow]rewritten source not merged:[/yellow] {path}", highlight=False)
+        say(("  rewritten source not merged: ", "yellow"), visible(path))
+    for path in data["pendingSources"]:
+        say(("  pending: ", "yellow"), visible(path),
+            " ends in an unterminated line; it is ingested once a newline completes it")
+    for item in data["unreadable"]:
+        say(("  unreadable: ", "red"), visible(item["source"]), f" ({visible(item['error'])})")
 
 
 # --- search -------------------------------------------------------------------------------------
@@ -121,7 +236,7 @@ def iso_to_ms(value: str) -> int:
     try:
         parsed = datetime.datetime.fromisoformat(value.replace("Z", "+00:00"))
     except ValueError as exc:
-        raise click.BadParameter(f"{value!r} is not an ISO 8601 time") from exc
+        raise click.BadParameter(f"{visible(value)[:80]!r} is not an ISO 8601 time") from exc
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=datetime.UTC)
     return int(parsed.timestamp() * 1000)
@@ -137,11 +252,12 @@ def event_filter_options(func: F) -> F:
         click.option("--surface", "surfaces", multiple=True,
                      type=click.Choice(["current", "shadowed", "log-only"]),
                      help="Only events on this surface (repeatable)."),
-        click.option("--type", "types", multiple=True, help="Only this event type (repeatable)."),
-        click.option("--since", help="Events at or after this ISO time."),
-        click.option("--until", help="Events at or before this ISO time."),
+        click.option("--type", "types", multiple=True, type=TEXT,
+                     help="Only this event type (repeatable)."),
+        click.option("--since", type=TEXT, help="Events at or after this ISO time."),
+        click.option("--until", type=TEXT, help="Events at or before this ISO time."),
         click.option("--limit", type=int, help="Page size (default 20, max 100)."),
-        click.option("--cursor", help="nextCursor of the previous page."),
+        click.option("--cursor", type=TEXT, help="nextCursor of the previous page."),
         click.option("--request", "request_file", type=click.File("rb"),
                      help="The full request JSON (SPEC 3.2, camelCase); '-' reads stdin."),
         click.option("--substring", is_flag=True, help="Substring (trigram) matching."),
@@ -157,7 +273,7 @@ def build_event_request(query: str, surfaces: Sequence[str], types: Sequence[str
                         since: str | None, until: str | None, limit: int | None,
                         cursor: str | None, request_file: Any, substring: bool,
                         snapshot: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    request: dict[str, Any] = orjson.loads(request_file.read()) if request_file else {}
+    request = read_request(request_file) if request_file else {}
     if query:
         request["query"] = query
     filters: list[dict[str, Any]] = []
@@ -170,7 +286,7 @@ def build_event_request(query: str, surfaces: Sequence[str], types: Sequence[str
                         "to": iso_to_ms(until) if until else None})
     if limit is not None:
         request["limit"] = limit
-    if cursor:
+    if cursor is not None:  # an empty cursor is an invalid cursor, not "page 1"
         request["cursor"] = cursor
     if substring:
         request["mode"] = "substring"
@@ -179,25 +295,41 @@ def build_event_request(query: str, surfaces: Sequence[str], types: Sequence[str
     return request, filters
 
 
+def read_request(handle: Any) -> dict[str, Any]:
+    """The --request file: one JSON object, read losslessly (else a usage error, exit 2)."""
+    data = handle.read()
+    try:
+        value = jsonwire.loads(data.strip() if isinstance(data, bytes) else data.encode())
+    except InputRejected as exc:
+        raise UsageError(f"the --request file is not a usable JSON object ({exc.code}: "
+                         f"{exc.message})", hint="give the SPEC 3.2 request as one JSON "
+                         "object") from None
+    if not isinstance(value, dict):
+        raise UsageError(f"the --request file holds a JSON {type(value).__name__}, not an "
+                         "object", hint="give the SPEC 3.2 request as one JSON object")
+    return value
+
+
 def print_hit(n: int, hit: dict[str, Any], header: dict[str, Any] | None = None) -> None:
-    where = f"seq {hit['seq']} | {hit['type']} | {hit['surface']} | {ms_to_iso(hit['time'])}"
+    where = (f"seq {hit['seq']} | {visible(hit['type'])} | {hit['surface']} | "
+             f"{ms_to_iso(hit['time'])}")
     if header is not None:
-        console.print(f"[bold]{n}. {header['id']}[/bold]  cwd {header.get('cwd') or '-'}",
-                      highlight=False)
-        console.print(f"   best match: {where}", highlight=False)
+        say((f"{n}. ", "bold"), (visible(header["id"]), "bold"),
+            f"  cwd {visible(header.get('cwd') or '-')}")
+        say(f"   best match: {where}")
     else:
-        console.print(f"[bold]{n}.[/bold] {where}", highlight=False)
-    console.print(f"   {hit['snippet']}", highlight=False, markup=False)
+        say((f"{n}.", "bold"), f" {where}")
+    say(f"   {visible(hit['snippet'])}")
 
 
 @main.command()
-@click.argument("query", required=False, default="")
+@click.argument("query", required=False, default="", type=TEXT)
 @event_filter_options
-@click.option("--session", "sessions", multiple=True, help="Only these session ids.")
-@click.option("--cwd", "cwds", multiple=True, help="Only sessions in this working directory.")
+@click.option("--session", "sessions", multiple=True, type=TEXT, help="Only these session ids.")
+@click.option("--cwd", "cwds", multiple=True, type=TEXT,
+              help="Only sessions in this working directory.")
 @json_option
 @click.pass_context
-@handle_errors
 def search(ctx: click.Context, query: str, surfaces: Sequence[str], types: Sequence[str],
            since: str | None, until: str | None, limit: int | None, cursor: str | None,
            request_file: Any, substring: bool, snapshot: bool, sessions: Sequence[str],
@@ -220,20 +352,19 @@ def search(ctx: click.Context, query: str, surfaces: Sequence[str], types: Seque
         emit_json(page)
         return
     if not page["items"]:
-        console.print("No matches.")
+        say("No matches.")
     for n, item in enumerate(page["items"], start=1):
         print_hit(n, item["bestMatch"], item["header"])
     if "nextCursor" in page:
-        console.print(f"more: --cursor {page['nextCursor']}", highlight=False)
+        say(f"more: --cursor {visible(page['nextCursor'])}")
 
 
 @main.command()
-@click.argument("session_id")
-@click.argument("query", required=False, default="")
+@click.argument("session_id", type=TEXT)
+@click.argument("query", required=False, default="", type=TEXT)
 @event_filter_options
 @json_option
 @click.pass_context
-@handle_errors
 def events(ctx: click.Context, session_id: str, query: str, surfaces: Sequence[str],
            types: Sequence[str], since: str | None, until: str | None, limit: int | None,
            cursor: str | None, request_file: Any, substring: bool, snapshot: bool,
@@ -249,13 +380,13 @@ def events(ctx: click.Context, session_id: str, query: str, surfaces: Sequence[s
     if as_json:
         emit_json(page)
         return
-    console.print(f"[bold]{page['session']['id']}[/bold]", highlight=False)
+    say((visible(page["session"]["id"]), "bold"))
     if not page["items"]:
-        console.print("No matches.")
+        say("No matches.")
     for n, hit in enumerate(page["items"], start=1):
         print_hit(n, hit)
     if "nextCursor" in page:
-        console.print(f"more: --cursor {page['nextCursor']}", highlight=False)
+        say(f"more: --cursor {visible(page['nextCursor'])}")
 
 
 # --- reads --------------------------------------------------------------------------------------
@@ -263,7 +394,6 @@ def events(ctx: click.Context, session_id: str, query: str, surfaces: Sequence[s
 @main.command()
 @json_option
 @click.pass_context
-@handle_errors
 def sessions(ctx: click.Context, as_json: bool) -> None:
     """List sessions, newest first."""
     with open_recall(ctx) as recall:
@@ -271,19 +401,18 @@ def sessions(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         emit_json(listing)
         return
-    table = Table("id", "created", "cwd", "parent", "live")
+    rows = [("id", "created", "cwd", "parent", "live")]
     for item in listing:
         h = item["header"]
-        table.add_row(h["id"], ms_to_iso(h["createdAt"]), h.get("cwd") or "-",
-                      h.get("parentSession") or "-", "yes" if item["live"] else "no")
-    console.print(table)
+        rows.append((visible(h["id"]), ms_to_iso(h["createdAt"]), visible(h.get("cwd") or "-"),
+                     visible(h.get("parentSession") or "-"), "yes" if item["live"] else "no"))
+    print_columns(rows)
 
 
 @main.command()
-@click.argument("session_id")
+@click.argument("session_id", type=TEXT)
 @json_option
 @click.pass_context
-@handle_errors
 def surface(ctx: click.Context, session_id: str, as_json: bool) -> None:
     """The current surface of a session: what its model sees, in model order."""
     with open_recall(ctx) as recall:
@@ -291,20 +420,18 @@ def surface(ctx: click.Context, session_id: str, as_json: bool) -> None:
     if as_json:
         emit_json(result)
         return
-    console.print(f"[bold]{session_id}[/bold] captured through seq "
-                  f"{result['capturedThroughSeq']}", highlight=False)
+    say((visible(session_id), "bold"), f" captured through seq {result['capturedThroughSeq']}")
     for event in result["events"]:
-        console.print(f"  seq {event['seq']} {event['type']}", highlight=False)
+        say(f"  seq {event['seq']} {visible(event['type'])}")
 
 
 @main.command()
-@click.argument("session_id")
+@click.argument("session_id", type=TEXT)
 @click.argument("seq", type=int)
 @click.option("--before", type=int, default=0, help="Events before the target (max 50).")
 @click.option("--after", type=int, default=0, help="Events after the target (max 50).")
 @json_option
 @click.pass_context
-@handle_errors
 def show(ctx: click.Context, session_id: str, seq: int, before: int, after: int,
          as_json: bool) -> None:
     """Read one event (complete JSON) with a window of neighbours."""
@@ -314,24 +441,23 @@ def show(ctx: click.Context, session_id: str, seq: int, before: int, after: int,
         emit_json(result)
         return
     for entry in result["before"]:
-        console.print(f"- seq {entry['event']['seq']} | {entry['event']['type']} | "
-                      f"{entry['surface']}", highlight=False)
+        say(f"- seq {entry['event']['seq']} | {visible(entry['event']['type'])} | "
+            f"{entry['surface']}")
     target = result["event"]
-    console.print(f"[bold]seq {target['event']['seq']} | {target['event']['type']} | "
-                  f"{target['surface']}[/bold]", highlight=False)
-    console.print(orjson.dumps(target["event"], option=orjson.OPT_INDENT_2).decode(),
-                  markup=False, highlight=False)
+    say((f"seq {target['event']['seq']} | {visible(target['event']['type'])} | "
+         f"{target['surface']}", "bold"))
+    say(visible(orjson.dumps(target["event"], option=orjson.OPT_INDENT_2).decode(),
+                keep_newlines=True))
     for entry in result["after"]:
-        console.print(f"- seq {entry['event']['seq']} | {entry['event']['type']} | "
-                      f"{entry['surface']}", highlight=False)
+        say(f"- seq {entry['event']['seq']} | {visible(entry['event']['type'])} | "
+            f"{entry['surface']}")
 
 
 @main.command()
-@click.argument("session_id")
+@click.argument("session_id", type=TEXT)
 @click.argument("seq", type=int, required=False)
 @json_option
 @click.pass_context
-@handle_errors
 def trace(ctx: click.Context, session_id: str, seq: int | None, as_json: bool) -> None:
     """Lineage of a session, or the replacement/citation trace of one event."""
     with open_recall(ctx) as recall:
@@ -340,27 +466,31 @@ def trace(ctx: click.Context, session_id: str, seq: int | None, as_json: bool) -
     if as_json:
         emit_json(result)
         return
-    console.print(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode(), markup=False,
-                  highlight=False)
+    say(visible(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode(), keep_newlines=True))
 
 
 @main.command("dead-letters")
 @json_option
 @click.pass_context
-@handle_errors
 def dead_letters(ctx: click.Context, as_json: bool) -> None:
     """Rejected input, parked with its original bytes and a reason code."""
+    from streams.embedded import open_data_dir
     from streams.store import DeadLetters
 
     settings: Settings = ctx.obj
-    parked = DeadLetters(Path(settings.data_dir) / "dead-letter.jsonl").read()
+    if settings.broker:
+        raise RecallError("dead-letters reads this machine's data dir",
+                          code="RECALL_UNSUPPORTED_HERE",
+                          hint="over Kafka, read the <prefix>.dead-letter topic")
+    parked = DeadLetters(open_data_dir(Path(settings.data_dir)) / "dead-letter.jsonl").read()
     if as_json:
         emit_json(parked)
         return
     for item in parked:
-        console.print(f"{item['code']}  {item['source']}:{item['line']}  {item['reason']}",
-                      highlight=False, markup=False)
-    console.print(f"{len(parked)} parked records")
+        size = item.get("length")
+        say(f"{visible(item.get('code'))}  {visible(item.get('source'))}:{item.get('line')}  "
+            f"{visible(item.get('reason'))}" + (f"  ({size} bytes)" if size is not None else ""))
+    say(f"{len(parked)} parked records")
 
 
 # --- index jobs ---------------------------------------------------------------------------------
@@ -385,7 +515,6 @@ def index() -> None:
 @index.command()
 @json_option
 @click.pass_context
-@handle_errors
 def digest(ctx: click.Context, as_json: bool) -> None:
     """Deterministic digest of the index contents (independent of shards and generations)."""
     with open_recall(ctx.find_root()) as recall:
@@ -400,7 +529,6 @@ def digest(ctx: click.Context, as_json: bool) -> None:
 @index.command()
 @json_option
 @click.pass_context
-@handle_errors
 def stats(ctx: click.Context, as_json: bool) -> None:
     """Per-shard rows, bytes, generation and integrity."""
     from indexer.maintenance import check_integrity, shard_stats
@@ -423,8 +551,41 @@ def stats(ctx: click.Context, as_json: bool) -> None:
     for row in rows:
         table.add_row(str(row["shard"]), str(row["sessions"]), str(row["events"]),
                       str(row["documents"]), str(row["bytes"]), str(row["generation"]),
-                      "; ".join(row["problems"]) or "ok")
+                      Text(visible("; ".join(row["problems"]) or "ok")))
     console.print(table)
+
+
+@index.command()
+@json_option
+@click.pass_context
+def check(ctx: click.Context, as_json: bool) -> None:
+    """Integrity of the live index files: what is damaged and the command that repairs it
+    (exit 1 when damaged). Works when the index cannot even be opened."""
+    from streams.embedded import EmbeddedRuntime
+
+    settings: Settings = ctx.find_root().obj
+    if settings.broker:
+        raise RecallError("index check reads shard files on this machine",
+                          code="RECALL_UNSUPPORTED_HERE",
+                          hint="run it with --data-dir set to a worker's data dir")
+    runtime = EmbeddedRuntime(settings)
+    try:
+        report = runtime.check()
+    finally:
+        runtime.close()
+    if as_json:
+        emit_json(report)
+    else:
+        state = ("ok", "green") if report["ok"] else ("DAMAGED", "red")
+        say("index ", (str(report["generation"] or "-"), "bold"), ": ", state)
+        for problem in report["problems"]:
+            say(f"  {visible(problem)}")
+        for name in report["damagedGenerations"]:
+            say(f"  moved aside earlier: index/{visible(name)}")
+        if report["fix"]:
+            say(("fix: ", "bold"), report["fix"])
+    if not report["ok"]:
+        ctx.exit(1)
 
 
 def _job(ctx: click.Context, name: str, as_json: bool) -> None:
@@ -433,14 +594,15 @@ def _job(ctx: click.Context, name: str, as_json: bool) -> None:
     if as_json:
         emit_json(result)
         return
-    console.print(f"{name}: generation {result['generation']} is live ({result['eventsIndexed']} "
-                  f"events indexed); digest {result['digest']}", highlight=False)
+    say(f"{name}: generation {result['generation']} is live ({result['eventsIndexed']} "
+        f"events indexed); digest {result['digest']}")
+    for moved in result.get("movedAside") or []:
+        say(("  the damaged generation was moved aside: ", "yellow"), visible(moved))
 
 
 @main.command()
 @json_option
 @click.pass_context
-@handle_errors
 def reindex(ctx: click.Context, as_json: bool) -> None:
     """Build a new index generation from the log beside the live one, then swap atomically."""
     _job(ctx, "reindex", as_json)
@@ -449,7 +611,6 @@ def reindex(ctx: click.Context, as_json: bool) -> None:
 @main.command()
 @json_option
 @click.pass_context
-@handle_errors
 def replay(ctx: click.Context, as_json: bool) -> None:
     """Discard derived state and rebuild it from the log (resumable; digest must not change)."""
     _job(ctx, "replay", as_json)
@@ -480,14 +641,15 @@ def parse_source(value: str) -> dict[str, str]:
 
 
 @main.command()
-@click.option("--target", required=True, help="The session the message is for.")
-@click.option("--message", required=True, help="The person's message; may hold @[label](uri).")
-@click.option("--source", "sources", multiple=True, help="ID[=LABEL] of a session to reference.")
+@click.option("--target", required=True, type=TEXT, help="The session the message is for.")
+@click.option("--message", required=True, type=TEXT,
+              help="The person's message; may hold @[label](uri).")
+@click.option("--source", "sources", multiple=True, type=TEXT,
+              help="ID[=LABEL] of a session to reference.")
 @click.option("--dry-run", is_flag=True, help="Prepare and print; append nothing.")
-@click.option("--message-id", help="Id of the readable message (default: a new uuid).")
+@click.option("--message-id", type=TEXT, help="Id of the readable message (default: a new uuid).")
 @json_option
 @click.pass_context
-@handle_errors
 def reference(ctx: click.Context, target: str, message: str, sources: Sequence[str],
               dry_run: bool, message_id: str | None, as_json: bool) -> None:
     """Pull frozen snapshots of other sessions into TARGET as [context, message]."""
@@ -500,20 +662,18 @@ def reference(ctx: click.Context, target: str, message: str, sources: Sequence[s
         return
     context = result.get("additionalContext")
     if context is not None:
-        console.print(context["content"][0]["text"], markup=False, highlight=False)
-    console.print(f"message: {result['content'][0].get('text', '')}", markup=False,
-                  highlight=False)
+        say(visible(context["content"][0]["text"], keep_newlines=True))
+    say(f"message: {visible(result['content'][0].get('text', ''), keep_newlines=True)}")
     if "appended" in result:
-        console.print(f"appended to {target} at seqs {result['appended']}", highlight=False)
+        say(f"appended to {visible(target)} at seqs {result['appended']}")
 
 
 @main.command()
-@click.option("--target", required=True, help="The session that would reference.")
-@click.argument("query", required=False, default="")
+@click.option("--target", required=True, type=TEXT, help="The session that would reference.")
+@click.argument("query", required=False, default="", type=TEXT)
 @click.option("--limit", type=int, help="How many candidates (default 50).")
 @json_option
 @click.pass_context
-@handle_errors
 def candidates(ctx: click.Context, target: str, query: str, limit: int | None,
                as_json: bool) -> None:
     """Sessions TARGET could reference: same workspace first, with mention strings."""
@@ -523,8 +683,8 @@ def candidates(ctx: click.Context, target: str, query: str, limit: int | None,
         emit_json(rows)
         return
     for row in rows:
-        console.print(f"{row['label']}  {row.get('cwd') or '-'}  {row['mention']}",
-                      markup=False, highlight=False)
+        say(f"{visible(row['label'])}  {visible(row.get('cwd') or '-')}  "
+            f"{visible(row['mention'])}")
 
 
 # --- demo ---------------------------------------------------------------------------------------
@@ -545,9 +705,9 @@ def demo(as_json: bool, keep: Path | None) -> None:
 @main.command("mcp")
 @click.option("--http", "http", metavar="HOST:PORT",
               help="Serve streamable HTTP (bearer token required) instead of stdio.")
-@click.option("--session", "session_id", envvar="RECALL_MCP_SESSION",
+@click.option("--session", "session_id", envvar="RECALL_MCP_SESSION", type=TEXT,
               help="The calling agent's session id [env RECALL_MCP_SESSION].")
-@click.option("--cwd", envvar="RECALL_MCP_CWD",
+@click.option("--cwd", envvar="RECALL_MCP_CWD", type=TEXT,
               help="The caller's workspace; default: the client's first file:// root "
                    "[env RECALL_MCP_CWD].")
 @click.option("--max-search-results", type=click.IntRange(min=1), default=100,
@@ -556,7 +716,6 @@ def demo(as_json: bool, keep: Path | None) -> None:
               default=30_000, envvar="RECALL_MCP_SEARCH_TIMEOUT_MS",
               help="Deadline of one search call.")
 @click.pass_context
-@handle_errors
 def mcp(ctx: click.Context, http: str | None, session_id: str | None, cwd: str | None,
         max_search_results: int, search_timeout_ms: int) -> None:
     """Serve the session tools to an agent host over MCP (stdio, or --http HOST:PORT)."""

@@ -14,7 +14,10 @@ from streams.embedded import EmbeddedRuntime
 from streams.ingest import IngestReport
 from streams.operations import dispatch
 from streams.reference import ReferenceService, number_events
-from streams.settings import Settings
+from streams.settings import Settings, load_settings
+
+#: Operations that need no open index (they still work while it is damaged).
+_INDEX_FREE = frozenset({"index_generation"})
 
 _CAMEL = {"session_filters": "sessionFilters", "event_filters": "eventFilters",
           "session_id": "sessionId"}
@@ -53,17 +56,37 @@ class EmbeddedBackend:
     def __init__(self, settings: Settings, **runtime_options: Any) -> None:
         self.settings = settings
         self.runtime = EmbeddedRuntime(settings, **runtime_options)
+        self._query: QueryService | None = None
         self._attach()
 
     def _attach(self) -> None:
-        self._query = QueryService(self.runtime.shards, progress=_index_build_progress)
+        """A query service over the runtime's live shards (none while the index is damaged)."""
+        if self._query is not None:
+            self._query.close()
+            self._query = None
+        shards = self.runtime.open_shards
+        self._attached = self.runtime.damage is None and shards is not None
+        if shards is None or not self._attached:
+            return
+        self._shards = shards
+        self._query = QueryService(self._shards, progress=_index_build_progress)
         self._reference = ReferenceService(
             self._query, self._append, max_references=self.settings.max_references,
             max_reference_bytes=self.settings.max_reference_bytes,
             candidate_limit=self.settings.candidate_limit)
 
+    def _follow(self) -> None:
+        """Answer from the generation that is live now: another process may have reindexed
+        (one small file read per call), or a write of ours reopened the shards."""
+        self.runtime.follow_live()
+        if self.runtime.open_shards is not (self._shards if self._attached else None) \
+                or (self.runtime.damage is None) != self._attached:
+            self._attach()
+
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
-        self._query.close()
+        if self._query is not None:
+            self._query.close()
+            self._query = None
         try:
             return self.runtime.reindex(progress)
         finally:
@@ -76,31 +99,43 @@ class EmbeddedBackend:
 
 
     def query(self) -> QueryService:
+        self._follow()
+        if self._query is None:
+            raise self.runtime.damage or SessionQueryError("the index is not open")
         return self._query
 
     def reference(self) -> ReferenceService:
+        self.query()
         return self._reference
 
     def generation(self) -> str:
-        return self.runtime.generations.current().name
+        return self.runtime.generations.live_name() or ""
 
     def _append(self, session_id: str, events: Sequence[Mapping[str, Any]]) -> list[int]:
-        stored = self.runtime.store.load(session_id)
-        if stored is None:
-            raise SessionQueryError(f"session {session_id!r} not found",
-                                    code="SESSION_QUERY_SESSION_NOT_FOUND")
-        return self.runtime.append_events(stored.header,
-                                          number_events(stored.state.next_seq, events))
+        # Numbered under the lock, from state revalidated under it: another writer may have
+        # appended to this session since the reference was prepared.
+        with self.runtime.writing():
+            stored = self.runtime.store.load(session_id)
+            if stored is None:
+                raise SessionQueryError(f"session {session_id!r} not found",
+                                        code="SESSION_QUERY_SESSION_NOT_FOUND")
+            return self.runtime.append_events(stored.header,
+                                              number_events(stored.state.next_seq, events))
 
     def call(self, op: str, args: Mapping[str, Any]) -> Any:
         return dispatch(self, op, args)
 
     def ingest(self, paths: Sequence[Path], *, fmt: str = "auto",
                progress: Callable[[int, int], None] | None = None) -> IngestReport:
-        return self.runtime.ingest(paths, fmt=fmt, progress=progress)
+        try:
+            return self.runtime.ingest(paths, fmt=fmt, progress=progress)
+        finally:
+            self._follow()
 
     def close(self) -> None:
-        self._query.close()
+        if self._query is not None:
+            self._query.close()
+            self._query = None
         self.runtime.close()
 
 
@@ -115,7 +150,7 @@ class Recall:
     @classmethod
     def open(cls, data_dir: str | Path | None = None, *, settings: Settings | None = None,
              **overrides: Any) -> Recall:
-        base = settings or Settings()
+        base = settings or load_settings()
         changes = dict(overrides)
         if data_dir is not None:
             changes["data_dir"] = Path(data_dir)
@@ -127,7 +162,8 @@ class Recall:
                 **overrides: Any) -> Recall:
         from streams.kafka.client import KafkaBackend
 
-        resolved = (settings or Settings()).model_copy(update={"broker": broker_url, **overrides})
+        resolved = (settings or load_settings()).model_copy(
+            update={"broker": broker_url, **overrides})
         return cls(KafkaBackend(resolved, **importer_options()), resolved)
 
     def close(self) -> None:

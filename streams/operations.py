@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Protocol
 
-from projections.errors import SessionQueryError
+from projections.errors import SessionQueryError, SessionReferenceError
+from projections.jsonwire import MAX_JSON_DEPTH, MAX_SAFE_INTEGER
 
 
 class Backend(Protocol):
@@ -66,10 +67,60 @@ OPERATIONS: dict[str, Callable[[Backend, Mapping[str, Any]], Any]] = {
 }
 
 
+#: The SPEC code for an unusable value, by the argument it sits in (else INVALID_FILTER).
+_CODE_BY_KEY = {"seq": "SESSION_QUERY_EVENT_NOT_FOUND", "before": "SESSION_QUERY_INVALID_WINDOW",
+                "after": "SESSION_QUERY_INVALID_WINDOW", "limit": "SESSION_QUERY_INVALID_LIMIT",
+                "query": "SESSION_QUERY_INVALID_QUERY", "cursor": "SESSION_QUERY_INVALID_CURSOR"}
+_REFERENCE_OPS = frozenset({"prepare_reference", "list_candidates"})
+
+
+def check_args(op: str, args: Any) -> None:
+    """Arguments must be JSON every runtime reads alike: objects with string keys, valid
+    Unicode text, integers within ±(2^53 − 1), finite numbers, bounded nesting. Anything else
+    is the SPEC code of the argument it sits in, before any work (never an OverflowError deep
+    in SQLite or a TypeError in a serializer)."""
+    stack: list[tuple[Any, str, int]] = [(args, "", 0)]
+    while stack:
+        value, key, depth = stack.pop()
+        problem = None
+        if depth > MAX_JSON_DEPTH:
+            problem = "is nested too deeply"
+        elif isinstance(value, Mapping):
+            for k, v in value.items():
+                if not isinstance(k, str):
+                    problem = "has a key that is not a string"
+                    break
+                stack.append((v, k, depth + 1))
+        elif isinstance(value, list | tuple):
+            stack.extend((v, key, depth + 1) for v in value)
+        elif isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:
+                problem = "is not valid Unicode text"
+        elif isinstance(value, bool) or value is None:
+            pass
+        elif isinstance(value, int):
+            if not -MAX_SAFE_INTEGER <= value <= MAX_SAFE_INTEGER:
+                problem = "is an integer outside ±(2^53 − 1)"
+        elif isinstance(value, float):
+            if value != value or value in (float("inf"), float("-inf")):
+                problem = "is not a finite number"
+        else:
+            problem = f"is a {type(value).__name__}, not a JSON value"
+        if problem is not None:
+            message = f"argument {key or 'value'!r} {problem}"
+            if op in _REFERENCE_OPS:
+                raise SessionReferenceError(message)
+            raise SessionQueryError(message,
+                                    code=_CODE_BY_KEY.get(key, "SESSION_QUERY_INVALID_FILTER"))
+
+
 def dispatch(backend: Backend, op: str, args: Mapping[str, Any]) -> Any:
     """Run one operation; unknown names are a stable error, never an AttributeError."""
     handler = OPERATIONS.get(op)
     if handler is None:
         raise SessionQueryError(f"unknown operation {op!r}", code="RECALL_UNKNOWN_OPERATION",
                                 hint=f"one of: {', '.join(sorted(OPERATIONS))}")
+    check_args(op, args)
     return handler(backend, args)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import Field
+from pydantic import Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from projections.errors import ConfigError
 
 
 def default_data_dir() -> Path:
@@ -34,8 +36,15 @@ class Settings(BaseSettings):
     #: RECALL_SUBSTRING — trigram-index every document (not only CJK) from the index's creation;
     #: without it the first `--substring` search builds that (then keeps it). ~3x the token index.
     substring: bool = False
-    #: RECALL_MAX_EVENT_BYTES — larger events are parked in the dead letters.
+    #: RECALL_MAX_EVENT_BYTES — larger events (lines) are parked in the dead letters as bounded
+    #: records (source, offset, length, digest); also the largest dead-letter record kept whole.
     max_event_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)
+    #: RECALL_MAX_FILE_BYTES — a source file is read (decompressed) up to this many bytes; the
+    #: rest is parked as a bounded INGEST_FILE_TOO_LARGE record.
+    max_file_bytes: int = Field(default=1024 * 1024 * 1024, ge=1024)
+    #: RECALL_LOCK_TIMEOUT_S — how long a writer waits for another one to finish with the data
+    #: dir before failing with RECALL_LOCK_TIMEOUT.
+    lock_timeout_s: float = Field(default=600.0, ge=0)
     #: RECALL_LIVE_WINDOW_MS — a session with activity this recent (and not ended) counts as live.
     live_window_ms: int = Field(default=10 * 60 * 1000, ge=0)
     #: RECALL_DEFAULT_LIMIT / RECALL_MAX_LIMIT — page sizes (SPEC 3.10).
@@ -65,3 +74,17 @@ class Settings(BaseSettings):
     worker_id: str | None = None
     #: RECALL_HEARTBEAT_S — Kafka consumer-group heartbeat interval.
     heartbeat_s: float = Field(default=1.0, gt=0)
+
+
+def load_settings(**overrides: Any) -> Settings:
+    """Settings from the environment plus overrides; a bad value is a ConfigError naming the
+    variable, never a pydantic traceback."""
+    try:
+        settings = Settings()
+        return settings.model_copy(update=overrides) if overrides else settings
+    except ValidationError as exc:
+        problems = []
+        for error in exc.errors():
+            field = ".".join(str(part) for part in error.get("loc", ())) or "settings"
+            problems.append(f"RECALL_{field.upper()}: {error.get('msg', 'invalid')}")
+        raise ConfigError("; ".join(problems)) from None

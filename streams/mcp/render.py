@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from streams.mcp.timestamps import iso_utc
+from streams.textsafe import visible
 
 NO_SESSION_MATCHES = "No prior session matches found."
 NO_EVENT_MATCHES = "No prior event matches found."
@@ -18,8 +19,15 @@ OUTSIDE_SUBTREE = "[outside workspace subtree]"
 
 
 def one_line(text: str) -> str:
-    """Collapse whitespace: ids, titles and snippets must never break the layout."""
-    return " ".join(text.split())
+    """Collapse whitespace and escape what is left of control characters: titles and snippets
+    must never break the layout or carry terminal escapes."""
+    return visible(" ".join(text.split()))
+
+
+def data(text: object) -> str:
+    """An id, cwd or type as data: control characters and newlines written as escapes, so a
+    hostile id cannot forge a result line."""
+    return visible(text)
 
 
 def availability(record: Mapping[str, Any] | None) -> str:
@@ -30,7 +38,8 @@ def availability(record: Mapping[str, Any] | None) -> str:
 
 
 def hit_line(hit: Mapping[str, Any]) -> str:
-    return f"seq {hit['seq']} | {hit['type']} | {hit['surface']} | {iso_utc(hit['time'])}"
+    return (f"seq {hit['seq']} | {data(hit['type'])} | {hit['surface']} | "
+            f"{iso_utc(hit['time'])}")
 
 
 @dataclass(frozen=True)
@@ -48,9 +57,9 @@ def session_search(hits: Sequence[SessionHit], capped: bool) -> str:
     lines = [f"Session search results ({len(hits)}):"]
     for n, hit in enumerate(hits, start=1):
         header, best = hit.item["header"], hit.item["bestMatch"]
-        lines += ["", f"{n}. Session {header['id']} — {hit.title}",
+        lines += ["", f"{n}. Session {data(header['id'])} — {one_line(hit.title)}",
                   f"   Created: {iso_utc(header['createdAt'])}",
-                  f"   Parent: {hit.parent}",
+                  f"   Parent: {data(hit.parent)}",
                   f"   Availability: {availability(hit.item)}",
                   f"   Best match: {hit_line(best)}",
                   f"   Snippet: {one_line(best['snippet'])}"]
@@ -63,7 +72,8 @@ def event_search(session_id: str, title: str, hits: Sequence[Mapping[str, Any]],
                  capped: bool) -> str:
     if not hits:
         return NO_EVENT_MATCHES
-    lines = [f"Session {session_id} — {title}", f"Event search results ({len(hits)}):"]
+    lines = [f"Session {data(session_id)} — {one_line(title)}",
+             f"Event search results ({len(hits)}):"]
     for n, hit in enumerate(hits, start=1):
         lines += ["", f"{n}. {hit_line(hit)}", f"   Snippet: {one_line(hit['snippet'])}"]
     if capped:
@@ -82,15 +92,15 @@ class TreeLine:
 def session_trace(session_id: str, title: str, created_at: int, record: Mapping[str, Any] | None,
                   ancestors: Sequence[str], is_root: bool,
                   descendants: Sequence[TreeLine]) -> str:
-    lines = [f"Session {session_id} — {title}", f"Created: {iso_utc(created_at)}",
+    lines = [f"Session {data(session_id)} — {one_line(title)}", f"Created: {iso_utc(created_at)}",
              f"Availability: {availability(record)}", "Ancestors (nearest first):"]
     if is_root:
         lines.append("- none (target is a root session)")
-    lines += [f"- {a}" for a in ancestors]
+    lines += [f"- {data(a)}" for a in ancestors]
     lines.append("Descendants:")
     if not descendants:
         lines.append("- none")
-    lines += [f"{'  ' * d.depth}- {d.text}" for d in descendants]
+    lines += [f"{'  ' * d.depth}- {data(d.text)}" for d in descendants]
     return "\n".join(lines)
 
 
@@ -104,7 +114,7 @@ def event_trace(session_id: str, target: Mapping[str, Any], trace: Mapping[str, 
     event = target["event"]
     replaced_by = trace.get("replacedBy")
     return "\n".join([
-        f"Target: session {session_id} | seq {event['seq']} | {event['type']} | "
+        f"Target: session {data(session_id)} | seq {event['seq']} | {data(event['type'])} | "
         f"{target['surface']} | {iso_utc(event['time'])}",
         f"Replaced by: {'none' if replaced_by is None else f'seq {replaced_by}'}",
         f"Replacement chain: {_seqs(trace.get('replacementChain') or [])}",
@@ -120,13 +130,13 @@ def _neighbours(label: str, entries: Sequence[Mapping[str, Any]]) -> list[str]:
         lines.append("- none")
     for entry in entries:
         event = entry["event"]
-        head = f"- seq {event['seq']} | {event['type']} | {iso_utc(event['time'])}"
+        head = f"- seq {event['seq']} | {data(event['type'])} | {iso_utc(event['time'])}"
         text = entry.get("text") or ""
         if not text.strip():
             lines.append(f"{head} | (no semantic text)")
             continue
         lines.append(head)
-        lines += [f"  {line}" for line in text.splitlines()]
+        lines += [f"  {data(line)}" for line in text.splitlines()]
     return lines
 
 
@@ -134,12 +144,13 @@ def event_read(session_id: str, read: Mapping[str, Any], show_before: bool,
                show_after: bool) -> str:
     target = read["event"]
     event = target["event"]
-    lines = [f"Session {session_id}"]
+    lines = [f"Session {data(session_id)}"]
     if show_before:
         lines += _neighbours("Before", read.get("before") or [])
-    lines += [f"Target: seq {event['seq']} | {event['type']} | {target['surface']} | "
+    lines += [f"Target: seq {event['seq']} | {data(event['type'])} | {target['surface']} | "
               f"{iso_utc(event['time'])}",
-              "```json", json.dumps(event, ensure_ascii=False, indent=2), "```"]
+              "```json", visible(json.dumps(event, ensure_ascii=False, indent=2),
+                                 keep_newlines=True), "```"]
     if show_after:
         lines += _neighbours("After", read.get("after") or [])
     return "\n".join(lines)
@@ -149,8 +160,8 @@ def reference(provenance: Sequence[Mapping[str, Any]], prompt: str) -> str:
     lines = ["Prepared reference for your next message (dry run; nothing was appended):"]
     for ref in provenance:
         lines.append(
-            f"- {ref['sessionId']} — {one_line(str(ref['label']))}: captured through seq "
+            f"- {data(ref['sessionId'])} — {one_line(str(ref['label']))}: captured through seq "
             f"{ref['capturedThroughSeq']}, {ref['retainedMessages']} of "
             f"{ref['originalMessages']} messages retained"
             + (f", {ref['omittedBytes']} bytes omitted" if ref.get("truncated") else ""))
-    return "\n".join([*lines, "", prompt])
+    return "\n".join([*lines, "", visible(prompt, keep_newlines=True)])

@@ -94,10 +94,34 @@ class ToolServer:
             for name in self.tools.names()])
 
     async def caller(self, ctx: ServerRequestContext[Any, Any]) -> Caller:
+        """The configured cwd; else the client's first `file://` root, but only if it agrees
+        with the caller's own stored header: a root naming another directory than the header's
+        cwd is ignored (no workspace), so a client can never widen its own workspace."""
         cwd = self.options.cwd
         if cwd is None:
             cwd = await client_root(ctx)
+            if cwd is not None and self.options.session_id is not None:
+                stored, own = await anyio.to_thread.run_sync(self._own_cwd,
+                                                             limiter=self.limiter)
+                if stored and own != cwd:
+                    log.warning("client root ignored: it is not the caller's recorded cwd")
+                    cwd = None
         return Caller(self.options.session_id, cwd)
+
+    def _own_cwd(self) -> tuple[bool, str | None]:
+        """(stored?, cwd) of the caller's own session header."""
+        session_id = self.options.session_id
+        try:
+            found = self.tools.recall.filter_sessions([{"kind": "id", "values": [session_id]}])
+        except Exception as exc:  # unreadable index: trust no root; the tool call reports it
+            log.warning("caller's header unavailable: %s", type(exc).__name__)
+            return True, None
+        for record in found:
+            header = record.get("header") or {}
+            if header.get("id") == session_id:
+                cwd = header.get("cwd")
+                return True, cwd if isinstance(cwd, str) else None
+        return False, None
 
     async def call_tool(self, ctx: ServerRequestContext[Any, Any],
                         params: types.CallToolRequestParams) -> types.CallToolResult:

@@ -14,6 +14,9 @@ _GRAMMAR = re.compile(
     r"(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2})(?::(\d{2})(?:\.(\d+))?)?(Z|[+-]\d{2}:\d{2})\Z")
 _DAYS_IN_MONTH = (31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
 _MS_PER_DAY = 86_400_000
+#: Longest accepted fraction of a second. Exact below that (sub-millisecond reversals are still
+#: caught); past it the value is absurd and is refused, rather than parsed as a huge integer.
+MAX_FRACTION_DIGITS = 64
 
 
 def _is_leap(year: int) -> bool:
@@ -75,6 +78,9 @@ def parse_instant(name: str, value: str) -> Instant:
                     "YYYY-MM-DDTHH:MM[:SS[.fraction]] with Z or ±HH:MM, on a real calendar date")
     if match is None:
         raise bad
+    if match.group(7) is not None and len(match.group(7)) > MAX_FRACTION_DIGITS:
+        raise ToolError(INVALID_FILTER, f"{name} has a fraction of a second longer than "
+                        f"{MAX_FRACTION_DIGITS} digits")
     year, month, day, hour, minute = (int(match.group(i)) for i in range(1, 6))
     second = int(match.group(6) or 0)
     fraction = (match.group(7) or "").rstrip("0")  # trailing zeros carry no value

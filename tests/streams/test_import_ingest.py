@@ -53,7 +53,7 @@ def test_foreign_files_are_incremental(tmp_path: Path) -> None:
     source.write_bytes(b"".join(lines))
     grown = run(data, "ingest", str(source))
     assert grown["eventsAdded"] > 0 and grown["rejected"] == 0
-    assert grown["duplicateLines"] == first["eventsAdded"]
+    assert grown["duplicateEvents"] == first["eventsAdded"]
     shutil.copy(REALDATA / "claude-code-2.1.5-compaction.jsonl", source)
     rewritten = run(data, "ingest", str(source))
     assert rewritten["rewritten"] == [str(source.resolve())] and rewritten["eventsAdded"] == 0

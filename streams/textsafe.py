@@ -1,0 +1,46 @@
+"""Presentation edge: untrusted text (ids, cwds, titles, snippets, reasons) shown as data.
+
+Session content and metadata come from logs anyone could have written. Before they reach a
+terminal or a model's plain-text view, every character that could change the layout or the
+terminal's state is written as a visible escape: C0/C1 controls (newline, ESC of ANSI/OSC
+sequences, BEL, …), DEL, line/paragraph separators and the bidirectional overrides that
+reorder what a reader sees. Markup is never interpreted (the CLI prints `rich.text.Text`).
+"""
+
+from __future__ import annotations
+
+import re
+
+# C0 controls, DEL, C1 controls, U+2028/2029, the bidi embedding/override/isolate marks, and
+# lone surrogates (undecodable bytes of a command line; no encoder can write them).
+_MARKS = "\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff"
+_UNSAFE = re.compile(f"[\x00-\x1f{_MARKS}]")
+_UNSAFE_KEEP_LINES = re.compile(f"[\x00-\x09\x0b-\x1f{_MARKS}]")
+_NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    char = match.group(0)
+    named = _NAMED.get(char)
+    if named is not None:
+        return named
+    code = ord(char)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def encodable(text: str) -> str:
+    """`text` with lone surrogates written as `\\udcXX`, so any encoder (JSON, a terminal) can
+    write it; everything else unchanged."""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "backslashreplace").decode("utf-8")
+
+
+def visible(text: object, *, keep_newlines: bool = False) -> str:
+    """`text` with every layout- or terminal-changing character written as an escape
+    (`\\n`, `\\x1b`, `\\u202e`, …). `keep_newlines` leaves line breaks of multi-line text."""
+    value = text if isinstance(text, str) else str(text)
+    pattern = _UNSAFE_KEEP_LINES if keep_newlines else _UNSAFE
+    return pattern.sub(_escape, value)
