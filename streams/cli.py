@@ -666,6 +666,10 @@ def reference(ctx: click.Context, target: str, message: str, sources: Sequence[s
     say(f"message: {visible(result['content'][0].get('text', ''), keep_newlines=True)}")
     if "appended" in result:
         say(f"appended to {visible(target)} at seqs {result['appended']}")
+    elif not dry_run:
+        say(("not appended: ", "yellow"), visible(target), " is written by an outside source; "
+            "deliver the two messages above through it (recall appends only to sessions it "
+            "writes)")
 
 
 @main.command()
@@ -732,6 +736,14 @@ def mcp(ctx: click.Context, http: str | None, session_id: str | None, cwd: str |
     settings: Settings = ctx.obj
     with open_recall(ctx) as recall:
         serve(recall, options, http=http, data_dir=Path(settings.data_dir))
+
+
+# --- commands kept in their own modules (they use the helpers above) ---------------------------
+
+from streams import ownedcli  # noqa: E402
+
+main.add_command(ownedcli.create)
+main.add_command(ownedcli.append)
 
 
 if __name__ == "__main__":  # pragma: no cover

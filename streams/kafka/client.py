@@ -53,11 +53,51 @@ class KafkaBackend:
     def call(self, op: str, args: Mapping[str, Any]) -> Any:
         deadline = time.time() + self.settings.request_timeout_s
         # Reads are idempotent and re-sent if a rebalancing worker skipped them; a reference
-        # (which appends) is sent once.
-        send = (self.requester.request if op == "prepare_reference"
+        # or an append (which append) is sent once.
+        send = (self.requester.request if op in ("prepare_reference", "append_events")
                 else self.requester.request_retrying)
-        return run_sync(self.loop, send(self.topics.requests, op, dict(args), deadline=deadline),
-                        self.settings.request_timeout_s + 5)
+        result = run_sync(self.loop, send(self.topics.requests, op, dict(args),
+                                          deadline=deadline),
+                          self.settings.request_timeout_s + 5)
+        if op == "append_events" and result.get("seqs"):
+            # Read your writes: the worker numbers an append after the indexed log, so the next
+            # append must not start before this one is indexed.
+            self._wait_visible(str(args["sessionId"]), int(result["seqs"][-1]), deadline)
+        return result
+
+    # --- sessions recall writes ---------------------------------------------------------------
+
+    def create_session(self, header: Mapping[str, Any]) -> dict[str, Any]:
+        """Publish the header of a session recall writes (`writer: recall`) and wait until
+        the query workers read it."""
+        from streams.owned import SessionExists
+
+        session_id = str(header["id"])
+        deadline = time.time() + self.settings.request_timeout_s
+        if self.call("filter_sessions", {"filters": [{"kind": "id", "values": [session_id]}]}):
+            raise SessionExists(f"session {session_id!r} already exists")
+        record = (session_id.encode("utf-8"), encode_event_value(dict(header)))
+        run_sync(self.loop, self._publish(self._producer_started(), [record], "create", []),
+                 self.settings.request_timeout_s)
+        self._wait_visible(session_id, None, deadline)
+        return dict(header)
+
+    def _wait_visible(self, session_id: str, seq: int | None, deadline: float) -> None:
+        """Until the session (and its event `seq`) can be read from the index."""
+        while True:
+            with contextlib.suppress(RecallError):
+                if seq is None:
+                    if self.call("filter_sessions",
+                                 {"filters": [{"kind": "id", "values": [session_id]}]}):
+                        return
+                else:
+                    self.call("read_event", {"sessionId": session_id, "seq": seq})
+                    return
+            if time.time() > deadline:
+                raise RecallError(f"session {session_id!r} was published but is not readable "
+                                  "yet", code="RECALL_REQUEST_TIMEOUT",
+                                  hint="check that `recall worker` processes are running")
+            time.sleep(0.05)
 
     # --- ingest: publish ----------------------------------------------------------------------
 
