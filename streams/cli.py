@@ -740,10 +740,15 @@ def mcp(ctx: click.Context, http: str | None, session_id: str | None, cwd: str |
 
 # --- commands kept in their own modules (they use the helpers above) ---------------------------
 
-from streams import ownedcli  # noqa: E402
+def _register() -> None:
+    from streams import livecli, ownedcli
 
-main.add_command(ownedcli.create)
-main.add_command(ownedcli.append)
+    main.add_command(ownedcli.create)
+    main.add_command(ownedcli.append)
+    main.add_command(livecli.watch)
+
+
+_register()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -390,7 +390,9 @@ class Ingestor:
             else:  # a line that neither added nor was rejected: a chunk row of duplicates only
                 report.duplicate_lines += 1
         sid = str(feed.log.header["id"]) if feed.log.header else None
-        if feed.log.header is not None and feed.log.events:
+        # A header alone is stored too: an agent writes it before its first event, and the
+        # lines that follow must find it (else they would be parked as INGEST_MISSING_HEADER).
+        if feed.log.header is not None and (feed.log.events or feed.stored is None):
             before = feed.stored.state if feed.stored else SurfaceState()
             self.store.append(feed.log.header, feed.log.events, feed.log.state)
             self.on_append(feed.log.header, before, feed.log.events, feed.log.steps)

@@ -74,6 +74,9 @@ class Settings(BaseSettings):
     worker_id: str | None = None
     #: RECALL_HEARTBEAT_S — Kafka consumer-group heartbeat interval.
     heartbeat_s: float = Field(default=1.0, gt=0)
+    #: RECALL_WATCH_PATHS — what `recall watch` follows without PATH arguments (separated by
+    #: os.pathsep); unset: every supported agent's default log folders.
+    watch_paths: str | None = None
 
 
 def load_settings(**overrides: Any) -> Settings:
