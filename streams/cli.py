@@ -719,9 +719,12 @@ def demo(as_json: bool, keep: Path | None) -> None:
 @click.option("--search-timeout-ms", type=click.IntRange(min=1, max=2_147_483_647),
               default=30_000, envvar="RECALL_MCP_SEARCH_TIMEOUT_MS",
               help="Deadline of one search call.")
+@click.option("--session-from-hooks", is_flag=True,
+              help="Without --session: the session a `recall hook` reported last for this "
+                   "workspace (--cwd, else the working directory).")
 @click.pass_context
 def mcp(ctx: click.Context, http: str | None, session_id: str | None, cwd: str | None,
-        max_search_results: int, search_timeout_ms: int) -> None:
+        max_search_results: int, search_timeout_ms: int, session_from_hooks: bool) -> None:
     """Serve the session tools to an agent host over MCP (stdio, or --http HOST:PORT)."""
     from streams.mcp.server import ServerOptions, normalize_cwd, parse_http, serve
 
@@ -732,7 +735,9 @@ def mcp(ctx: click.Context, http: str | None, session_id: str | None, cwd: str |
             raise click.BadParameter(str(exc), param_hint="--http") from exc
     options = ServerOptions(session_id=session_id or None, cwd=normalize_cwd(cwd),
                             max_search_results=max_search_results,
-                            search_timeout_ms=search_timeout_ms)
+                            search_timeout_ms=search_timeout_ms,
+                            session_from_hooks=session_from_hooks,
+                            data_dir=Path(ctx.obj.data_dir))
     settings: Settings = ctx.obj
     with open_recall(ctx) as recall:
         serve(recall, options, http=http, data_dir=Path(settings.data_dir))
@@ -746,6 +751,7 @@ def _register() -> None:
     main.add_command(ownedcli.create)
     main.add_command(ownedcli.append)
     main.add_command(livecli.watch)
+    main.add_command(livecli.hook)
 
 
 _register()

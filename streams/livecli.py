@@ -90,3 +90,46 @@ def watch(ctx: click.Context, paths: Sequence[Path], agents: Sequence[str], debo
             watcher.run()
             live.update(Text(watcher.status.line(time.monotonic())))
     say(f"stopped: {watcher.status.events} events in {watcher.status.batches} batches")
+
+
+@click.command("hook", context_settings={"ignore_unknown_options": True})
+@click.argument("payload", nargs=-1)
+@click.option("--lock-timeout-s", type=click.FloatRange(min=0), default=10.0, show_default=True,
+              help="Longest wait for another writer; then the watcher or the next hook ingests.")
+@click.option("--verbose", is_flag=True, help="Print what happened on stderr.")
+@click.pass_context
+def hook(ctx: click.Context, payload: Sequence[str], lock_timeout_s: float,
+         verbose: bool) -> None:
+    """Ingest the running session's transcript now, from an agent's hook.
+
+    \b
+    Claude Code: a command hook (JSON payload on stdin) on SessionStart, Stop, PreCompact and
+    SessionEnd. Codex: `notify = ["recall", "hook"]` (the JSON payload is the last argument).
+    Records the session's transcript path for `recall mcp`; always exits 0, logs errors to
+    <data dir>/log/recall.log, prints nothing on stdout.
+    """
+    from streams.embedded import open_data_dir
+    from streams.errorlog import as_recall_error, log_exception
+    from streams.hook import parse_payload, record, transcript_files
+
+    settings: Settings = ctx.obj
+    data_dir = Path(settings.data_dir)
+    result: dict[str, Any] = {}
+    try:
+        stdin = b"" if payload else sys.stdin.buffer.read()
+        parsed = parse_payload(stdin, tuple(payload))
+        result = {"sessionId": parsed.session_id, "event": parsed.event,
+                  "transcriptPath": str(parsed.transcript) if parsed.transcript else None}
+        record(open_data_dir(data_dir), parsed)
+        if parsed.transcript is not None and parsed.transcript.is_file():
+            ctx.obj = settings.model_copy(
+                update={"lock_timeout_s": min(settings.lock_timeout_s, lock_timeout_s)})
+            with open_recall(ctx) as recall:
+                report = recall.ingest(transcript_files(parsed.transcript)).to_json()
+            result.update(eventsAdded=report["eventsAdded"], parkedLines=report["parkedLines"])
+    except Exception as exc:  # a hook must never fail the agent: log, say, exit 0
+        error = as_recall_error(exc, data_dir)
+        log_exception(exc, data_dir, context="recall hook")
+        result["error"] = {"code": error.code, "message": error.message}
+    if verbose:
+        sys.stderr.write(orjson.dumps(result).decode() + "\n")
