@@ -22,6 +22,7 @@ SUITES = [
     ("bench.importers", "Importers (issue: real logs)"),
     ("bench.agents", "Importers of other agents (issue: other agents)"),
     ("bench.hardening", "Hostile input (issue: hardening)"),
+    ("bench.watch", "Live agents: recall watch (issue 15)"),
 ]
 
 
