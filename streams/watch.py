@@ -6,7 +6,9 @@ Order of a run: (1) take `<data_dir>/watch.lock` (a second watcher on the data d
 with RECALL_WATCH_RUNNING); (2) catch up: every log file under the roots goes through the
 incremental ingest, which resumes from the positions recorded in `sources.json` (unchanged
 files cost a stat); (3) follow file-system notifications (watchfiles: inotify / FSEvents /
-ReadDirectoryChangesW, never a polling loop of ours) and ingest the changed files, at most
+ReadDirectoryChangesW, never a polling loop of ours; the first wake-up after the watch starts
+looks at every file again, for lines written between the catch-up and the start) and ingest the
+changed files, at most
 `BATCH_FILES` per batch, each batch under the data dir's writer lock (`ingest` takes it), so an
 `ingest` or a reference append run meanwhile interleaves between batches instead of failing.
 A partial last line stays pending until its newline arrives; a rewritten file is reported,
@@ -218,11 +220,17 @@ class Watcher:
                     self.catch_up()
                 continue
             restart = False
+            # Lines written between the catch-up's read and the watch's start raise no
+            # notification: the first wake-up of each watch (a change or a tick) looks again.
+            rescan = True
             for changes in watchfiles.watch(
                     *existing, watch_filter=self._wanted, debounce=self.debounce_ms,
                     step=self.step_ms, stop_event=self.stop, rust_timeout=self.tick_ms,
                     yield_on_timeout=True, raise_interrupt=False,
                     ignore_permission_denied=True):
+                if rescan:
+                    rescan = False
+                    self.ingest(list(iter_log_files(existing)))
                 if changes:
                     self.ingest([Path(p) for change, p in changes
                                  if change != watchfiles.Change.deleted])
