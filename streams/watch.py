@@ -232,8 +232,12 @@ class Watcher:
                     rescan = False
                     self.ingest(list(iter_log_files(existing)))
                 if changes:
-                    self.ingest([Path(p) for change, p in changes
-                                 if change != watchfiles.Change.deleted])
+                    paths = [Path(p) for change, p in changes
+                             if change != watchfiles.Change.deleted]
+                    # A new folder's first files may be written before its watch is added:
+                    # look inside it.
+                    self.ingest([*(p for p in paths if not p.is_dir()),
+                                 *iter_log_files([p for p in paths if p.is_dir()])])
                 elif self._retry:
                     self.ingest([])
                 appeared = [r for r in self.roots if r not in existing and r.exists()]
@@ -250,7 +254,7 @@ class Watcher:
 
     @staticmethod
     def _wanted(change: watchfiles.Change, path: str) -> bool:
-        return is_log_file(path)
+        return is_log_file(path) or (change == watchfiles.Change.added and os.path.isdir(path))
 
     def stop_on_signals(self) -> None:
         """SIGINT and SIGTERM end the run after the current batch."""
