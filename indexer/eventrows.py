@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from indexer.database import Conn
-from indexer.schema import SEQ_MASK, SURFACE_NAMES
+from indexer.schema import SEQ_MASK, SURFACE_NAMES, TYPE
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,7 +35,7 @@ def session_rows(conn: Conn, session_no: int, first_seq: int = 0, last_seq: int 
             continue
         for eid, kind, time, order_key, length, name in conn.execute(
                 "SELECT e.id, e.kind, e.time, e.order_key, e.len, t.name FROM events e"
-                f" JOIN types t ON t.code = e.kind >> 3 WHERE e.id BETWEEN ? AND ?{only}"
+                f" JOIN types t ON t.code = {TYPE} WHERE e.id BETWEEN ? AND ?{only}"
                 " ORDER BY e.id", (first + lo - start, first + hi - start)):
             rows.append(EventRow(int(eid), start + int(eid) - first, str(name), int(time),
                                  SURFACE_NAMES[int(kind) & 3],

@@ -1,4 +1,10 @@
-"""Storage and read side: metadata filters (SPEC 3.4) — validation, budgets, canonical form, SQL."""
+"""Storage and read side: metadata filters (SPEC 3.4) — validation, budgets, canonical form, SQL.
+
+Beyond SPEC 3.4 (extensions, docs/PROTOCOL.md §3.4): session kinds `cwd-tree` (a directory and
+everything under it), `agent` (the agent that wrote the session) and `id-prefix` (ids starting
+with the value, with or without their `agent:` prefix); event kind `source` (a user message's
+`source.kind`; null matches events that are not user messages).
+"""
 
 from __future__ import annotations
 
@@ -11,16 +17,22 @@ from typing import Any, Literal
 import orjson
 
 from indexer.errors import INVALID_FILTER, query_error
-from indexer.schema import SEQ, SURFACE, SURFACE_CODES, TYPE
+from indexer.schema import SEQ, SOURCE, SURFACE, SURFACE_CODES, TYPE
 from projections.surfaces import SURFACE_VALUES
+from projections.titles import NO_SOURCE, SOURCE_CODES
 
 Scope = Literal["session", "event"]
 
-SESSION_LIST_KINDS = {"id": "s.id", "cwd": "s.cwd", "parent": "s.parent"}
+SESSION_LIST_KINDS = {"id": "s.id", "cwd": "s.cwd", "parent": "s.parent", "agent": "s.agent",
+                      "cwd-tree": "s.cwd", "id-prefix": "s.id"}
 SESSION_RANGE_KINDS = {"created-at": "s.created_at"}
-EVENT_LIST_KINDS = {"type": TYPE, "surface": SURFACE}
+EVENT_LIST_KINDS = {"type": TYPE, "surface": SURFACE, "source": SOURCE}
 EVENT_RANGE_KINDS = {"seq": SEQ, "time": "e.time"}
-NULLABLE_KINDS = frozenset({"cwd", "parent"})
+NULLABLE_KINDS = frozenset({"cwd", "parent", "source"})
+#: Bindings one value of an extension kind takes (the others: one).
+_BINDINGS_PER_VALUE = {"cwd-tree": 3, "id-prefix": 4}
+#: Kinds whose values must be non-empty strings (an empty prefix or directory means nothing).
+NON_EMPTY_KINDS = frozenset({"cwd-tree", "id-prefix"})
 AVAILABILITY_VALUES = frozenset({"live", "persisted"})
 
 MAX_PREDICATES_SESSIONS = 14
@@ -105,6 +117,11 @@ def validate_filters(filters: Any, scope: Scope, *, allow_text: bool = False) ->
                     raise _bad(f"availability accepts only live and persisted, got {v!r}")
                 if kind == "surface" and v not in SURFACE_VALUES:
                     raise _bad(f"surface accepts only current, shadowed, log-only, got {v!r}")
+                if kind == "source" and v not in SOURCE_CODES:
+                    raise _bad("source accepts only user, plugin, session-reference and null, "
+                               f"got {v!r}")
+                if kind in NON_EMPTY_KINDS and not v:
+                    raise _bad(f"{kind} filter values must be non-empty strings")
             out.append(ListClause(kind, tuple(values)))
         elif kind in range_kinds:
             start, end = _endpoint(kind, clause, "from"), _endpoint(kind, clause, "to")
@@ -136,7 +153,7 @@ def count_bindings(clauses: Sequence[Clause]) -> int:
             if c.kind == "availability":
                 total += 1 if set(c.values) == {"live"} else 0
             else:
-                total += sum(v is not None for v in c.values)
+                total += _BINDINGS_PER_VALUE.get(c.kind, 1) * sum(v is not None for v in c.values)
         elif isinstance(c, RangeClause):
             total += (c.start is not None) + (c.end is not None)
     return total
@@ -200,11 +217,26 @@ def compile_clauses(clauses: Sequence[Clause], *, live_since: int) -> tuple[list
             elif strings and c.kind == "surface":
                 parts.append(f"{column} IN ({marks})")
                 params.extend(SURFACE_CODES[v] for v in strings)
+            elif strings and c.kind == "source":
+                parts.append(f"{column} IN ({marks})")
+                params.extend(SOURCE_CODES[v] for v in strings)
+            elif strings and c.kind == "cwd-tree":
+                for value in strings:
+                    base, low, high = cwd_tree_bounds(value)
+                    parts.append(f"{column} = ? OR ({column} >= ? AND {column} < ?)")
+                    params.extend([base, low, high])
+            elif strings and c.kind == "id-prefix":
+                for value in strings:
+                    # The whole id, or the id after its `agent:` prefix (a bare Claude UUID).
+                    parts.append(f"substr({column}, 1, length(?)) = ? OR substr({column},"
+                                 f" instr({column}, ':') + 1, length(?)) = ?")
+                    params.extend([value] * 4)
             elif strings:
                 parts.append(f"{column} IN ({marks})")
                 params.extend(strings)
             if len(strings) != len(c.values):
-                parts.append(f"{column} IS NULL")
+                parts.append(f"{column} = {NO_SOURCE}" if c.kind == "source"
+                             else f"{column} IS NULL")
             sql.append("(" + " OR ".join(parts) + ")" if parts else "0")
         elif isinstance(c, RangeClause):
             column = columns[c.kind]
@@ -215,6 +247,17 @@ def compile_clauses(clauses: Sequence[Clause], *, live_since: int) -> tuple[list
                 sql.append(f"{column} <= ?")
                 params.append(c.end)
     return sql, params
+
+
+def cwd_tree_bounds(value: str) -> tuple[str, str, str]:
+    """(directory, low, high) for `cwd-tree`: the directory itself (trailing separators
+    dropped), and the range [dir + sep, dir + next(sep)) holding every path below it. The
+    separator is `\\` for a Windows path without `/`, else `/`."""
+    sep = "\\" if "\\" in value and "/" not in value else "/"
+    base = value.rstrip(sep)
+    if not base:  # the root: every absolute path
+        return sep, sep, chr(ord(sep) + 1)
+    return base, base + sep, base + chr(ord(sep) + 1)
 
 
 def text_clauses(clauses: Sequence[Clause]) -> list[TextClause]:

@@ -29,6 +29,15 @@ from indexer.filters import (
     validate_filters,
 )
 from indexer.lineage import trace_lineage
+from indexer.listing import (
+    SummaryTitles,
+    answer_shard_leaves,
+    answer_shard_summaries,
+    describe,
+    needs_summary,
+    shard_rows,
+    sort_listing,
+)
 from indexer.schema import SEQ, SURFACE, SURFACE_NAMES, TYPE
 from indexer.shard import Shard
 from indexer.shardset import ShardSet
@@ -37,9 +46,7 @@ from projections.fold import fold_surface
 from projections.trace import trace_event as trace_log_event
 
 
-def sort_listing(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    return sorted(items, key=lambda i: (-int(i["header"].get("createdAt") or 0),
-                                        str(i["header"]["id"])))
+__all__ = ["SessionReads", "sort_listing"]
 
 
 class SessionReads:
@@ -50,6 +57,7 @@ class SessionReads:
         self.shardset = shardset
         self.config = config
         self.clock = clock
+        self.summary_titles = SummaryTitles()
 
     def _now_ms(self, now_ms: int | None) -> int:
         return int(self.clock() * 1000) if now_ms is None else now_ms
@@ -77,19 +85,30 @@ class SessionReads:
         with shard.reader() as conn:
             yield shard, conn
 
+    def summaries(self) -> dict[str, str]:
+        """Session id → the title a Claude Code summary in any session's log gives it."""
+        shards = list(self.shardset)
+        return self.summary_titles.titles(
+            len(shards),
+            lambda known: [answer_shard_summaries(s, known[k]) for k, s in enumerate(shards)],
+            lambda keys: [answer_shard_leaves(s, keys) for s in shards])
+
+    def describe_rows(self, rows: list[dict[str, Any]], now_ms: int) -> list[dict[str, Any]]:
+        """Listing records of shard rows (indexer/listing.py), in listing order."""
+        summaries = self.summaries() if any(needs_summary(r) for r in rows) else {}
+        return sort_listing([describe(r, self._live(r["lastEventTime"], now_ms), summaries)
+                             for r in rows])
+
     def _listing(self, where: str, params: list[Any], now_ms: int) -> list[dict[str, Any]]:
-        items: list[dict[str, Any]] = []
+        rows: list[dict[str, Any]] = []
         for shard in self.shardset:
             with shard.reader() as conn:
-                rows = conn.execute(
-                    "SELECT s.header, s.last_event_time FROM sessions s WHERE s.header IS NOT NULL"
-                    + (f" AND {where}" if where else ""), params).fetchall()
-            items.extend({"header": orjson.loads(h), "live": self._live(t, now_ms),
-                          "persisted": True} for h, t in rows)
-        return sort_listing(items)
+                rows.extend(shard_rows(conn, where, params))
+        return self.describe_rows(rows, now_ms)
 
     def list_sessions(self, *, now_ms: int | None = None) -> list[dict[str, Any]]:
-        """`[{header, live, persisted}]`, createdAt descending, then id ascending."""
+        """`[{header, live, persisted, title, titleSource, agent, eventCount, firstEventTime,
+        lastEventTime}]`, createdAt descending, then id ascending."""
         return self._listing("", [], self._now_ms(now_ms))
 
     def _events(self, shard: Shard, conn: Conn, number: int) -> list[Any]:

@@ -19,14 +19,24 @@ from indexer.cursor import decode_cursor, encode_cursor, require_generation
 from indexer.errors import INVALID_QUERY, query_error
 from indexer.filters import check_budgets, compile_clauses, validate_filters
 from indexer.lineage import trace_lineage
+from indexer.listing import (
+    SummaryTitles,
+    answer_shard_leaves,
+    answer_shard_summaries,
+    describe,
+    needs_summary,
+    shard_rows,
+    sort_listing,
+)
 from indexer.ranking import Candidate, merge_page
-from indexer.reads import sort_listing
 from indexer.search import search_shard
 from indexer.service import prepare_request
 from indexer.shard import Shard
 
 #: Scatter a plan to every shard (in shard order); each answer is `{generation, candidates}`.
 Scatter = Callable[[dict[str, Any]], list[dict[str, Any]]]
+#: Scatter one shard operation (`answer_shard_op`) to every shard; the answers in shard order.
+ScatterOp = Callable[[str, dict[str, Any]], list[Any]]
 
 
 def cursor_instance(key: bytes) -> str:
@@ -47,14 +57,24 @@ def answer_shard_search(shard: Shard, plan: Mapping[str, Any]) -> dict[str, Any]
 
 
 def answer_shard_listing(shard: Shard, filters: Any, live_since: int) -> list[dict[str, Any]]:
-    """Owner side: `{header, lastEventTime}` of this shard's sessions matching session filters."""
+    """Owner side: the listing rows (indexer/listing.py) of this shard's sessions matching
+    session filters."""
     clauses = validate_filters(filters, "session")
     sql, params = compile_clauses(clauses, live_since=live_since)
-    where = " AND ".join(["s.header IS NOT NULL", *sql])
     with shard.reader() as conn:
-        rows = conn.execute(f"SELECT s.header, s.last_event_time FROM sessions s WHERE {where}",
-                            params).fetchall()
-    return [{"header": orjson.loads(h), "lastEventTime": t} for h, t in rows]
+        return shard_rows(conn, " AND ".join(sql), params)
+
+
+def answer_shard_op(shard: Shard, op: str, args: Mapping[str, Any]) -> Any:
+    """Owner side of the listing's cross-shard questions (`shard.summaries`, `shard.leaves`);
+    None for an operation this function does not answer."""
+    if op == "shard.summaries":
+        known = args.get("known") or []
+        return answer_shard_summaries(shard, known[shard.index] if shard.index < len(known)
+                                      else None)
+    if op == "shard.leaves":
+        return answer_shard_leaves(shard, [int(k) for k in args.get("keys") or []])
+    return None
 
 
 def answer_shard_headers(shard: Shard) -> list[dict[str, Any]]:
@@ -67,10 +87,29 @@ def answer_shard_headers(shard: Shard) -> list[dict[str, Any]]:
 class Coordinator:
     """Cross-shard operations over remote shard owners, with the embedded runtime's exact JSON."""
 
-    def __init__(self, config: IndexConfig, key: bytes) -> None:
+    def __init__(self, config: IndexConfig, key: bytes, *,
+                 scatter: ScatterOp | None = None) -> None:
+        """`scatter(op, args)` asks every shard owner `answer_shard_op` questions (summary
+        titles cross shards); without it, sessions take no title from summaries."""
         self.config = config
         self.key = key
         self.instance = cursor_instance(key)
+        self.scatter = scatter
+        self.summary_titles = SummaryTitles()
+
+    def summaries(self, shards: int) -> dict[str, str]:
+        """Session id → the title a Claude Code summary in any session's log gives it."""
+        scatter = self.scatter
+        if scatter is None:
+            return {}
+        return self.summary_titles.titles(
+            shards, lambda known: scatter("shard.summaries", {"known": known}),
+            lambda keys: scatter("shard.leaves", {"keys": keys}))
+
+    def describe_rows(self, rows: list[Mapping[str, Any]], shards: int,
+                      now_ms: int) -> list[dict[str, Any]]:
+        summaries = self.summaries(shards) if any(needs_summary(r) for r in rows) else {}
+        return [describe(r, self._live(r["lastEventTime"], now_ms), summaries) for r in rows]
 
     def _live(self, last_event_time: int | None, now_ms: int) -> bool:
         return last_event_time is not None and now_ms - last_event_time <= self.config.live_window_ms
@@ -96,25 +135,25 @@ class Coordinator:
             require_generation(state, generation)
         rows: list[Candidate] = merge_page([list(a["candidates"]) for a in answers], "sessions",
                                            offset, req["limit"])
-        items = [{"header": c["header"], "live": self._live(c["lastEventTime"], now_ms),
-                  "persisted": True,
-                  "bestMatch": {"sessionId": c["sessionId"], "seq": c["seq"], "type": c["type"],
-                                "time": c["time"], "surface": c["surface"],
-                                "snippet": c["snippet"]}}
-                 for c in rows[:req["limit"]]]
-        page: dict[str, Any] = {"items": items}
+        page = rows[:req["limit"]]
+        items = [{**record, "bestMatch": {"sessionId": c["sessionId"], "seq": c["seq"],
+                                          "type": c["type"], "time": c["time"],
+                                          "surface": c["surface"], "snippet": c["snippet"]}}
+                 for c, record in zip(page, self.describe_rows(page, len(answers), now_ms),
+                                      strict=True)]
+        result: dict[str, Any] = {"items": items}
         if len(rows) > req["limit"]:
-            page["nextCursor"] = encode_cursor(
+            result["nextCursor"] = encode_cursor(
                 self.key, instance=self.instance, scope="sessions", fingerprint=req["fingerprint"],
                 generation=generation, offset=offset + req["limit"], snapshot=None)
-        return page
+        return result
 
     def listing(self, answers: Sequence[Sequence[Mapping[str, Any]]],
                 now_ms: int) -> list[dict[str, Any]]:
-        """Merge shard listings into `list_sessions` order (createdAt desc, id asc)."""
-        return sort_listing([{"header": dict(a["header"]),
-                              "live": self._live(a["lastEventTime"], now_ms), "persisted": True}
-                             for answer in answers for a in answer])
+        """Merge shard listings (`answer_shard_listing`, in shard order) into listing records
+        in `list_sessions` order (createdAt desc, id asc)."""
+        rows = [row for answer in answers for row in answer]
+        return sort_listing(self.describe_rows(rows, len(answers), now_ms))
 
     def check_listing_filters(self, filters: Any) -> None:
         """Validate before scattering, so a bad filter fails once with the right code."""

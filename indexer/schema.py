@@ -14,7 +14,8 @@ Keys (all SQLite integers):
   without touching a table. The length key is the code-point length below 16 and then 4 steps
   per octave, capped: monotone in the length, which is all the ranking needs (indexer/search.py
   explains why); 6 bits cost the doclists ~20 % (9 bits: ~35 %; measured at 88k documents).
-- kind = type code << 3 | cjk << 2 | surface code (one small integer for three columns).
+- kind = type code << 6 | source code << 3 | cjk << 2 | surface code (one small integer for four
+  columns; the source code is a user message's `source.kind`, projections/titles.py).
 - block id = session number << 27 | seq >> 4: the 16 consecutive seqs whose raw bytes share a
   compressed block.
 """
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 #: 'RCLI' — ours, distinct from DSH's 0x44534851 so neither tool opens the other's files.
 APPLICATION_ID = 0x52434C49
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 PAGE_SIZE = 8192
 
 SEQ_BITS = 31
@@ -58,7 +59,13 @@ DDL = (
         last_event_time INTEGER,
         event_count INTEGER NOT NULL DEFAULT 0,
         top_seq INTEGER NOT NULL DEFAULT -1,
-        revision INTEGER NOT NULL DEFAULT 0
+        revision INTEGER NOT NULL DEFAULT 0,
+        agent TEXT,
+        first_event_time INTEGER,
+        title TEXT,
+        title_seq INTEGER,
+        prompt TEXT,
+        prompt_seq INTEGER
     )""",
     "CREATE INDEX sessions_parent ON sessions(parent)",
     "CREATE TABLE types(code INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)",
@@ -78,6 +85,22 @@ DDL = (
     )""",
     # The current surface (read_surface, references) without scanning the whole log.
     "CREATE INDEX events_current ON events(id) WHERE kind & 3 = 0",
+    # Claude Code summaries kept in one session's log that name a record (leaf) of any session,
+    # one per leaf (the latest by time, session id, seq), and the record uuids of this shard's
+    # Claude Code sessions: the listing joins the two across shards (indexer/listing.py).
+    """CREATE TABLE summaries(
+        leaf INTEGER PRIMARY KEY,
+        title TEXT NOT NULL,
+        time INTEGER NOT NULL,
+        session TEXT NOT NULL,
+        seq INTEGER NOT NULL
+    )""",
+    """CREATE TABLE uuids(
+        key INTEGER NOT NULL,
+        session INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        PRIMARY KEY(key, session)
+    ) WITHOUT ROWID""",
     "CREATE TABLE blocks(id INTEGER PRIMARY KEY, data BLOB NOT NULL)",
     "CREATE TABLE dictionaries(id INTEGER PRIMARY KEY, data BLOB NOT NULL)",
     f"""CREATE VIRTUAL TABLE events_fts USING fts5(
@@ -91,13 +114,14 @@ EVENT_JOINS = (" JOIN extents x ON x.first ="
                " (SELECT first FROM extents WHERE first <= e.id ORDER BY first DESC LIMIT 1)"
                " JOIN sessions s ON s.no = x.session")
 SEQ = "(x.seq + e.id - x.first)"
-TYPE = "(e.kind >> 3)"
+TYPE = "(e.kind >> 6)"
+SOURCE = "(e.kind >> 3 & 7)"
 SURFACE = "(e.kind & 3)"
 CJK = "(e.kind >> 2 & 1)"
 
 
-def kind(type_code: int, cjk: bool, surface: int) -> int:
-    return type_code << 3 | int(cjk) << 2 | surface
+def kind(type_code: int, cjk: bool, surface: int, source: int = 0) -> int:
+    return type_code << 6 | source << 3 | int(cjk) << 2 | surface
 
 
 def block_id(session_no: int, seq: int) -> int:

@@ -32,6 +32,7 @@ import orjson
 from indexer.blocks import read_raws
 from indexer.database import Conn
 from indexer.filters import compile_clauses, validate_filters
+from indexer.listing import rows_by_id
 from indexer.normalize import fts_phrase
 from indexer.ranking import (
     EVENT_ORDER,
@@ -295,16 +296,12 @@ def make_snippets(parts: list[tuple[Conn, str, list[Candidate]]],
 
 
 def attach_headers(conn: Conn, candidates: list[Candidate]) -> None:
-    """Fill in `header` and `lastEventTime` of session hits found on this shard."""
-    ids = sorted({c["sessionId"] for c in candidates if "header" not in c})
-    if not ids:
-        return
-    rows = conn.execute("SELECT id, header, last_event_time FROM sessions WHERE id IN"
-                        " (SELECT value FROM json_each(?))", (orjson.dumps(ids),)).fetchall()
-    info = {r[0]: (orjson.loads(r[1]), r[2]) for r in rows}
+    """Fill in `header`, `lastEventTime` and the rest of the listing row (title, prompt,
+    agent, counts; indexer/listing.py) of session hits found on this shard."""
+    rows = rows_by_id(conn, (c["sessionId"] for c in candidates if "header" not in c))
     for c in candidates:
         if "header" not in c:
-            c["header"], c["lastEventTime"] = info[c["sessionId"]]
+            c.update(rows[c["sessionId"]])
 
 
 def search_shard(conn: Conn, epoch: str, plan: dict[str, Any]) -> list[Candidate]:

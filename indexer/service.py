@@ -25,6 +25,7 @@ from indexer.errors import (
     query_error,
 )
 from indexer.filters import canonical_filters, check_budgets, validate_filters
+from indexer.listing import describe, needs_summary
 from indexer.normalize import check_cursor_type, fts_phrase, normalize_query, resolve_limit
 from indexer.ranking import Candidate, Scope, merge_page
 from indexer.reads import SessionReads
@@ -292,12 +293,14 @@ class QueryService(SessionReads):
         return results
 
     def search_sessions(self, request: Any, *, now_ms: int | None = None) -> dict[str, Any]:
-        """`{items: [{header, live, persisted, bestMatch}], nextCursor?}` (SPEC 3.8)."""
+        """`{items: [{header, live, persisted, …listing fields, bestMatch}], nextCursor?}`
+        (SPEC 3.8; the listing fields of indexer/listing.py added)."""
         now = self._now_ms(now_ms)
         req = self._prepare(request, "sessions")
         rows, next_cursor, _ = self._run(req, now)
-        items = [{"header": c["header"], "live": self._live(c["lastEventTime"], now),
-                  "persisted": True, "bestMatch": _hit(c)} for c in rows]
+        summaries = self.summaries() if any(needs_summary(c) for c in rows) else {}
+        items = [{**describe(c, self._live(c["lastEventTime"], now), summaries),
+                  "bestMatch": _hit(c)} for c in rows]
         page: dict[str, Any] = {"items": items}
         if next_cursor is not None:
             page["nextCursor"] = next_cursor

@@ -9,6 +9,7 @@ from __future__ import annotations
 import bisect
 import re
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -35,6 +36,19 @@ from projections.events import header_key_fields
 from projections.extraction import extract_text
 from projections.records import EventRecord, HeaderRecord, IndexRecord
 from projections.surfaces import Surface
+from projections.titles import (
+    CLAUDE_AGENT,
+    SUMMARY_EVENT,
+    TITLE_EVENT,
+    agent_of,
+    is_prompt,
+    own_title,
+    record_uuid,
+    shorten,
+    source_code,
+    summary_of,
+    uuid_key,
+)
 
 #: Han, kana, Hangul, CJK punctuation/compat and fullwidth forms: text unicode61 cannot split.
 _CJK = re.compile("[\u2e80-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\uff00-\uffef"
@@ -80,7 +94,8 @@ class ShardWriter:
         if row is None:
             if not create:
                 return None
-            self.conn.execute("INSERT INTO sessions(id) VALUES (?)", (session_id,))
+            self.conn.execute("INSERT INTO sessions(id, agent) VALUES (?, ?)",
+                              (session_id, agent_of(session_id)))
             number = int(self.conn.last_insert_rowid())
             if number >= MAX_SESSIONS:
                 raise query_error(INDEX_FAILED, f"a shard holds at most {MAX_SESSIONS} sessions",
@@ -133,6 +148,92 @@ class ShardWriter:
 
     def raw(self, session: int, seq: int) -> bytes | None:
         return self.blocks.read(block_id(session, seq)).get(seq & (BLOCK_EVENTS - 1))
+
+
+#: Event types whose raw event the writer reads for the listing (titles, prompts, sources).
+_NAMING = frozenset({"user/message", TITLE_EVENT, SUMMARY_EVENT})
+#: ... and, in Claude Code sessions, the types whose record uuid a summary's leaf can name.
+_CLAUDE_RECORDS = frozenset({"user/message", "assistant/message", "tool/result"})
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """What one event tells the listing about its session (projections/titles.py)."""
+
+    source: int = 0
+    title: str | None = None
+    prompt: str | None = None
+    summary: tuple[int, str] | None = None  # (leaf uuid key, summary)
+    uuid: int | None = None
+
+
+_NO_FACTS = Facts()
+
+
+def facts_of(record: EventRecord) -> Facts:
+    """The listing facts of a record; the raw event is parsed only for the few types that
+    carry any (so most events cost a set lookup)."""
+    kind_ = record.type
+    claude = kind_ in _CLAUDE_RECORDS and agent_of(record.session_id) == CLAUDE_AGENT
+    if kind_ not in _NAMING and not claude:
+        return _NO_FACTS
+    event = orjson.loads(record.raw)
+    source = source_code(event)
+    prompt = None
+    if is_prompt(kind_, source) and record.text.strip():
+        prompt = shorten(record.text)
+    summary = summary_of(event)
+    uuid = record_uuid(event) if claude else None
+    return Facts(source, own_title(event), prompt,
+                 None if summary is None else (uuid_key(summary[0]), summary[1]),
+                 None if uuid is None else uuid_key(uuid))
+
+
+_TITLE = ("UPDATE sessions SET title = ?, title_seq = ? WHERE no = ?"
+          " AND (title_seq IS NULL OR title_seq < ?)")
+_PROMPT = ("UPDATE sessions SET prompt = ?, prompt_seq = ? WHERE no = ?"
+           " AND (prompt_seq IS NULL OR prompt_seq > ?)")
+# One summary per leaf, the latest by (time, session id, seq) whatever order they arrive in.
+_SUMMARY = ("INSERT INTO summaries(leaf, title, time, session, seq) VALUES (?, ?, ?, ?, ?)"
+            " ON CONFLICT(leaf) DO UPDATE SET title = excluded.title, time = excluded.time,"
+            " session = excluded.session, seq = excluded.seq WHERE (excluded.time,"
+            " excluded.session, excluded.seq) > (summaries.time, summaries.session, summaries.seq)")
+_UUID = ("INSERT INTO uuids(key, session, seq) VALUES (?, ?, ?)"
+         " ON CONFLICT(key, session) DO UPDATE SET seq = max(seq, excluded.seq)")
+
+
+class _Naming:
+    """Listing facts of a run of events, written with one statement per kind of fact."""
+
+    def __init__(self) -> None:
+        self.titles: dict[int, tuple[int, str]] = {}  # session → (seq, title), the latest
+        self.prompts: dict[int, tuple[int, str]] = {}  # session → (seq, prompt), the first
+        self.summaries: list[tuple[int, str, int, str, int]] = []
+        self.uuids: list[tuple[int, int, int]] = []
+
+    def add(self, session: int, record: EventRecord, facts: Facts) -> None:
+        seq = record.seq
+        if facts.title is not None and seq >= self.titles.get(session, (-1, ""))[0]:
+            self.titles[session] = (seq, facts.title)
+        if facts.prompt is not None and (session not in self.prompts
+                                         or seq < self.prompts[session][0]):
+            self.prompts[session] = (seq, facts.prompt)
+        if facts.summary is not None:
+            leaf, title = facts.summary
+            self.summaries.append((leaf, title, record.time, record.session_id, seq))
+        if facts.uuid is not None:
+            self.uuids.append((facts.uuid, session, seq))
+
+    def flush(self, conn: Conn) -> None:
+        if self.titles:
+            conn.executemany(_TITLE, [(t, q, no, q) for no, (q, t) in self.titles.items()])
+        if self.prompts:
+            conn.executemany(_PROMPT, [(p, q, no, q) for no, (q, p) in self.prompts.items()])
+        if self.summaries:
+            conn.executemany(_SUMMARY, self.summaries)
+        if self.uuids:
+            conn.executemany(_UUID, self.uuids)
+        self.titles, self.prompts, self.summaries, self.uuids = {}, {}, [], []
 
 
 def _check_seq(record: EventRecord) -> None:
@@ -198,8 +299,8 @@ def _insert_documents(w: ShardWriter, docs: list[tuple[int, str, bool]]) -> None
 
 _INSERT_EVENT = "INSERT INTO events(id, kind, time, order_key, len) VALUES (?, ?, ?, ?, ?)"
 _TOTALS = ("UPDATE sessions SET event_count = event_count + ?, revision = revision + ?,"
-           " last_event_time = max(COALESCE(last_event_time, ?), ?), top_seq = max(top_seq, ?)"
-           " WHERE no = ?")
+           " last_event_time = max(COALESCE(last_event_time, ?), ?), top_seq = max(top_seq, ?),"
+           " first_event_time = min(COALESCE(first_event_time, ?), ?) WHERE no = ?")
 
 
 def apply_event(w: ShardWriter, record: EventRecord) -> bool:
@@ -220,10 +321,11 @@ def apply_event(w: ShardWriter, record: EventRecord) -> bool:
         order_key = _start_order_key(w, session, record)
         _shadow(w, session, rep.shadowed_seqs)
     cjk = has_cjk(record.text)
+    facts = facts_of(record)
     eid = w.event_id(session, seq, allocate=True)
     assert eid is not None
     w.conn.execute(_INSERT_EVENT, (eid, kind(w.type_code(record.type), cjk,
-                                             SURFACE_CODES[record.surface.value]),
+                                             SURFACE_CODES[record.surface.value], facts.source),
                                    record.time, order_key, len(record.text)))
     block = block_id(session, seq)
     entries = w.blocks.read(block)
@@ -231,7 +333,12 @@ def apply_event(w: ShardWriter, record: EventRecord) -> bool:
     w.blocks.write({block: entries})
     if record.text:
         _insert_documents(w, [(eid, record.text, cjk)])
-    w.conn.execute(_TOTALS, (1, 1, record.time, record.time, seq, session))
+    w.conn.execute(_TOTALS, (1, 1, record.time, record.time, seq, record.time, record.time,
+                             session))
+    if facts is not _NO_FACTS:
+        naming = _Naming()
+        naming.add(session, record, facts)
+        naming.flush(w.conn)
     return True
 
 
@@ -245,11 +352,13 @@ class _Appends:
 
     def __init__(self, w: ShardWriter) -> None:
         self.w = w
-        self.rows: list[list[Any]] = []  # [id, type code, cjk, surface, time, order key, len]
+        self.rows: list[list[Any]] = []  # [id, type code, cjk, surface, time, order key, len,
+        #                                    source code]
         self.at: dict[tuple[int, int], int] = {}  # (session, seq) → index in rows
         self.raws: dict[int, dict[int, bytes]] = {}  # block → index in block → raw
         self.docs: list[tuple[int, str, bool]] = []
-        self.totals: dict[int, list[int]] = {}  # session → [events, latest time, top seq]
+        self.totals: dict[int, list[int]] = {}  # session → [events, latest, top seq, earliest]
+        self.naming = _Naming()
         self.top: dict[str, int] = {}  # session → highest seq stored or batched (-1: none)
 
     def is_fresh(self, record: EventRecord) -> bool:
@@ -284,11 +393,15 @@ class _Appends:
             _shadow(w, session, stored)
         text = record.text
         cjk = has_cjk(text) if text else False
+        facts = facts_of(record)
+        if facts is not _NO_FACTS:
+            self.naming.add(session, record, facts)
         eid = w.event_id(session, seq, allocate=True)
         assert eid is not None
         self.at[(session, seq)] = len(self.rows)
         self.rows.append([eid, w.type_code(record.type), cjk,
-                          SURFACE_CODES[record.surface.value], record.time, order_key, len(text)])
+                          SURFACE_CODES[record.surface.value], record.time, order_key, len(text),
+                          facts.source])
         block = block_id(session, seq)
         entries = self.raws.get(block)
         if entries is None:
@@ -302,23 +415,26 @@ class _Appends:
         self.top[sid] = seq
         totals = self.totals.get(session)
         if totals is None:
-            self.totals[session] = [1, record.time, seq]
+            self.totals[session] = [1, record.time, seq, record.time]
         else:
             totals[0] += 1
             totals[1] = max(totals[1], record.time)
             totals[2] = seq
+            totals[3] = min(totals[3], record.time)
 
     def flush(self) -> None:
         if not self.rows:
             return
         conn = self.w.conn
-        conn.executemany(_INSERT_EVENT, [(r[0], kind(r[1], r[2], r[3]), r[4], r[5], r[6])
+        conn.executemany(_INSERT_EVENT, [(r[0], kind(r[1], r[2], r[3], r[7]), r[4], r[5], r[6])
                                          for r in self.rows])
         self.w.blocks.write(self.raws)
         _insert_documents(self.w, self.docs)
-        # max(COALESCE(t0, a), a, b, …) one event at a time == max(COALESCE(t0, m), m), m = max.
-        conn.executemany(_TOTALS, [(n, n, t, t, top, no)
-                                   for no, (n, t, top) in self.totals.items()])
+        # max(COALESCE(t0, a), a, b, …) one event at a time == max(COALESCE(t0, m), m), m = max
+        # (and the same for min).
+        conn.executemany(_TOTALS, [(n, n, t, t, top, first, first, no)
+                                   for no, (n, t, top, first) in self.totals.items()])
+        self.naming.flush(conn)
         self.rows, self.at, self.raws, self.docs, self.totals = [], {}, {}, [], {}
 
 

@@ -21,6 +21,7 @@ from indexer.scatter import (
     Coordinator,
     answer_shard_headers,
     answer_shard_listing,
+    answer_shard_op,
     answer_shard_search,
 )
 from projections.errors import SessionQueryError
@@ -65,6 +66,9 @@ def answer_shard_request(shards: ShardSet, query: QueryService, op: str,
         return answer_shard_headers(shard)
     if op == "shard.digest":
         return session_digests([shard])
+    answered = answer_shard_op(shard, op, args)  # the listing's summary-title questions
+    if answered is not None:
+        return answered
     raise SessionQueryError(f"unknown shard operation {op!r}", code="RECALL_UNKNOWN_OPERATION")
 
 
@@ -90,7 +94,7 @@ class RemoteQuery:
 
         self.settings = settings
         self.shards = settings.shards
-        self.coordinator = Coordinator(index_config(settings), key)
+        self.coordinator = Coordinator(index_config(settings), key, scatter=scatter)
         self.call = call
         self.scatter = scatter
         self.clock = clock
