@@ -2,8 +2,9 @@
 
 Beyond SPEC 3.4 (extensions, docs/PROTOCOL.md §3.4): session kinds `cwd-tree` (a directory and
 everything under it), `agent` (the agent that wrote the session) and `id-prefix` (ids starting
-with the value, with or without their `agent:` prefix); event kind `source` (a user message's
-`source.kind`; null matches events that are not user messages).
+with the value, with or without their `agent:` prefix); event kind `source` (who wrote a user
+message: `user`, `plugin`, `compaction` — a compact checkpoint —, `session-reference`; null
+matches events that are not user messages; projections/titles.py).
 """
 
 from __future__ import annotations
@@ -118,8 +119,8 @@ def validate_filters(filters: Any, scope: Scope, *, allow_text: bool = False) ->
                 if kind == "surface" and v not in SURFACE_VALUES:
                     raise _bad(f"surface accepts only current, shadowed, log-only, got {v!r}")
                 if kind == "source" and v not in SOURCE_CODES:
-                    raise _bad("source accepts only user, plugin, session-reference and null, "
-                               f"got {v!r}")
+                    raise _bad("source accepts only user, plugin, compaction, "
+                               f"session-reference and null, got {v!r}")
                 if kind in NON_EMPTY_KINDS and not v:
                     raise _bad(f"{kind} filter values must be non-empty strings")
             out.append(ListClause(kind, tuple(values)))

@@ -45,7 +45,6 @@ from indexer.writer import text_of
 from projections.fold import fold_surface
 from projections.trace import trace_event as trace_log_event
 
-
 __all__ = ["SessionReads", "sort_listing"]
 
 

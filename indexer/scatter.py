@@ -106,7 +106,7 @@ class Coordinator:
             shards, lambda known: scatter("shard.summaries", {"known": known}),
             lambda keys: scatter("shard.leaves", {"keys": keys}))
 
-    def describe_rows(self, rows: list[Mapping[str, Any]], shards: int,
+    def describe_rows(self, rows: Sequence[Mapping[str, Any]], shards: int,
                       now_ms: int) -> list[dict[str, Any]]:
         summaries = self.summaries(shards) if any(needs_summary(r) for r in rows) else {}
         return [describe(r, self._live(r["lastEventTime"], now_ms), summaries) for r in rows]

@@ -28,13 +28,18 @@ CLAUDE_AGENT = "claude-code"
 #: A title made from a prompt keeps this many code points (then `…`).
 PROMPT_TITLE_CHARS = 100
 
-#: Source kinds of user/message events, as stored in the index (3 bits). 0: the event is not a
-#: user message or names no source; OTHER: a source kind outside the three SPEC names.
-SOURCE_CODES: dict[str, int] = {"user": 1, "plugin": 2, "session-reference": 3}
-OTHER_SOURCE = 4
+#: Who wrote a user/message, as the index stores it (3 bits): its `source.kind`, with the compact
+#: checkpoints (`plugin` source, plugin `compact`: a compaction summary, SPEC 1.4) told apart
+#: from other plugin injections. 0: not a user message, or no source kind; OTHER: a kind outside
+#: these names.
+SOURCE_CODES: dict[str, int] = {"user": 1, "plugin": 2, "session-reference": 3, "compaction": 4}
+OTHER_SOURCE = 5
 NO_SOURCE = 0
 SOURCE_NAMES: dict[int, str | None] = {NO_SOURCE: None, **{c: n for n, c in SOURCE_CODES.items()},
                                        OTHER_SOURCE: "other"}
+#: The sources that are not injected context: the person, compaction summaries, and every event
+#: that is not a user message.
+NOT_INJECTED: tuple[str | None, ...] = ("user", "compaction", None)
 #: Bits of a uuid key: JSON-safe integers (≤ 2^53 − 1), so they travel between workers as numbers.
 UUID_KEY_BITS = 53
 
@@ -54,6 +59,8 @@ def source_code(event: Mapping[str, Any]) -> int:
     kind = source.get("kind") if isinstance(source, dict) else None
     if not isinstance(kind, str):
         return NO_SOURCE
+    if kind == "plugin" and isinstance(source, dict) and source.get("plugin") == "compact":
+        return SOURCE_CODES["compaction"]
     return SOURCE_CODES.get(kind, OTHER_SOURCE)
 
 

@@ -19,9 +19,8 @@ from typing import Any, TypeVar
 
 import click
 import orjson
+from rich.cells import cell_len
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
-from rich.table import Table
 from rich.text import Text
 
 from projections import jsonwire
@@ -33,15 +32,20 @@ from projections.errors import (
     UsageError,
     is_usage,
 )
+from projections.titles import NOT_INJECTED
+from streams import views
 from streams.errorlog import as_recall_error
 from streams.facade import Recall
 from streams.importers import FORMAT_NAMES
+from streams.progress import count_progress, ingest_progress
 from streams.settings import Settings, load_settings
 from streams.textsafe import encodable, visible
 
 F = TypeVar("F", bound=Callable[..., Any])
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# soft_wrap: a line is never broken by us (piped: one record per line, full ids; a terminal
+# wraps long lines itself, so a copied id or cursor stays whole).
+console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def emit_json(value: Any) -> None:
@@ -53,12 +57,19 @@ def say(*parts: str | tuple[str, str]) -> None:
     console.print(Text.assemble(*parts), soft_wrap=True)
 
 
+def say_lines(lines: Sequence[Text]) -> None:
+    """Print lines built by streams/views.py, each as it is (never wrapped, never markup)."""
+    for line in lines:
+        console.print(line, soft_wrap=True)
+
+
 def print_columns(rows: Sequence[Sequence[str]]) -> None:
     """Aligned columns, one line per row, the first row bold. Never wrapped: a cell that wrapped
     would look like a row of its own."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    widths = [max(cell_len(row[i]) for row in rows) for i in range(len(rows[0]))]
     for n, row in enumerate(rows):
-        line = "  ".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip()
+        line = "  ".join(cell + " " * (w - cell_len(cell))
+                         for cell, w in zip(row, widths, strict=True)).rstrip()
         console.print(Text(line, style="bold" if n == 0 else ""), soft_wrap=True)
 
 
@@ -200,15 +211,9 @@ def main(ctx: click.Context, data_dir: Path | None, broker: str | None) -> None:
 @click.pass_context
 def ingest(ctx: click.Context, paths: Sequence[Path], fmt: str, as_json: bool) -> None:
     """Ingest session logs (files or directories): native JSONL/zstd, or any supported agent's."""
-    with open_recall(ctx) as recall:
-        if console.is_terminal and not as_json:
-            with Progress(TextColumn("ingesting"), BarColumn(), MofNCompleteColumn(),
-                          console=err_console, transient=True) as bar:
-                task = bar.add_task("ingest", total=None)
-                report = recall.ingest(paths, fmt=fmt, progress=lambda done, total: bar.update(
-                    task, completed=done, total=total))
-        else:
-            report = recall.ingest(paths, fmt=fmt)
+    with open_recall(ctx) as recall, \
+            ingest_progress(err_console, paths, console.is_terminal and not as_json) as progress:
+        report = recall.ingest(paths, fmt=fmt, progress=progress)
     data = report.to_json()
     if as_json:
         emit_json(data)
@@ -242,11 +247,6 @@ def iso_to_ms(value: str) -> int:
     return int(parsed.timestamp() * 1000)
 
 
-def ms_to_iso(ms: int) -> str:
-    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC).isoformat(
-        timespec="milliseconds").replace("+00:00", "Z")
-
-
 def event_filter_options(func: F) -> F:
     options = [
         click.option("--surface", "surfaces", multiple=True,
@@ -254,6 +254,11 @@ def event_filter_options(func: F) -> F:
                      help="Only events on this surface (repeatable)."),
         click.option("--type", "types", multiple=True, type=TEXT,
                      help="Only this event type (repeatable)."),
+        click.option("--no-injected", "no_injected", is_flag=True,
+                     help="Leave out injected context: user messages a plugin, the harness or "
+                     "a reference put in (AGENTS.md, <environment_context>, system reminders, "
+                     "reference snapshots). The person's prompts, compaction summaries and "
+                     "every other event stay."),
         click.option("--since", type=TEXT, help="Events at or after this ISO time."),
         click.option("--until", type=TEXT, help="Events at or before this ISO time."),
         click.option("--limit", type=int, help="Page size (default 20, max 100)."),
@@ -269,11 +274,11 @@ def event_filter_options(func: F) -> F:
     return func
 
 
-def build_event_request(query: str, surfaces: Sequence[str], types: Sequence[str],
-                        since: str | None, until: str | None, limit: int | None,
-                        cursor: str | None, request_file: Any, substring: bool,
-                        snapshot: bool) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    request = read_request(request_file) if request_file else {}
+def build_event_request(request: dict[str, Any], query: str, surfaces: Sequence[str],
+                        types: Sequence[str], no_injected: bool, since: str | None,
+                        until: str | None, limit: int | None, cursor: str | None,
+                        substring: bool, snapshot: bool
+                        ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     if query:
         request["query"] = query
     filters: list[dict[str, Any]] = []
@@ -281,6 +286,8 @@ def build_event_request(query: str, surfaces: Sequence[str], types: Sequence[str
         filters.append({"kind": "surface", "values": list(surfaces)})
     if types:
         filters.append({"kind": "type", "values": list(types)})
+    if no_injected:
+        filters.append({"kind": "source", "values": list(NOT_INJECTED)})
     if since or until:
         filters.append({"kind": "time", "from": iso_to_ms(since) if since else None,
                         "to": iso_to_ms(until) if until else None})
@@ -297,6 +304,8 @@ def build_event_request(query: str, surfaces: Sequence[str], types: Sequence[str
 
 def read_request(handle: Any) -> dict[str, Any]:
     """The --request file: one JSON object, read losslessly (else a usage error, exit 2)."""
+    if handle is None:
+        return {}
     data = handle.read()
     try:
         value = jsonwire.loads(data.strip() if isinstance(data, bytes) else data.encode())
@@ -310,43 +319,47 @@ def read_request(handle: Any) -> dict[str, Any]:
     return value
 
 
-def print_hit(n: int, hit: dict[str, Any], header: dict[str, Any] | None = None) -> None:
-    where = (f"seq {hit['seq']} | {visible(hit['type'])} | {hit['surface']} | "
-             f"{ms_to_iso(hit['time'])}")
-    if header is not None:
-        say((f"{n}. ", "bold"), (visible(header["id"]), "bold"),
-            f"  cwd {visible(header.get('cwd') or '-')}")
-        say(f"   best match: {where}")
-    else:
-        say((f"{n}.", "bold"), f" {where}")
-    say(f"   {visible(hit['snippet'])}")
+def more(page: dict[str, Any]) -> None:
+    """The next page's cursor, whole, on a line of its own."""
+    if "nextCursor" in page:
+        say("more: --cursor ", visible(page["nextCursor"]))
 
 
 @main.command()
-@click.argument("query", required=False, default="", type=TEXT)
+@click.argument("words", nargs=-1, type=TEXT, metavar="QUERY...")
 @event_filter_options
-@click.option("--session", "sessions", multiple=True, type=TEXT, help="Only these session ids.")
+@click.option("--session", "sessions", multiple=True, type=TEXT,
+              help="Only these sessions (full id, unique prefix, or the id without its "
+              "agent prefix).")
 @click.option("--cwd", "cwds", multiple=True, type=TEXT,
-              help="Only sessions in this working directory.")
+              help="Only sessions in this directory or below it (repeatable).")
+@click.option("--agent", "agents", multiple=True, type=TEXT,
+              help="Only sessions of this agent, e.g. claude-code, codex, dsh (repeatable).")
 @json_option
 @click.pass_context
-def search(ctx: click.Context, query: str, surfaces: Sequence[str], types: Sequence[str],
-           since: str | None, until: str | None, limit: int | None, cursor: str | None,
-           request_file: Any, substring: bool, snapshot: bool, sessions: Sequence[str],
-           cwds: Sequence[str], as_json: bool) -> None:
-    """Search across sessions: one hit per session, ranked by its best event."""
-    request, event_filters = build_event_request(query, surfaces, types, since, until, limit,
-                                                 cursor, request_file, substring, snapshot)
-    session_filters: list[dict[str, Any]] = []
-    if sessions:
-        session_filters.append({"kind": "id", "values": list(sessions)})
-    if cwds:
-        session_filters.append({"kind": "cwd", "values": list(cwds)})
-    if session_filters:
-        request["sessionFilters"] = [*request.get("sessionFilters", []), *session_filters]
-    if event_filters:
-        request["eventFilters"] = [*request.get("eventFilters", []), *event_filters]
+def search(ctx: click.Context, words: Sequence[str], surfaces: Sequence[str],
+           types: Sequence[str], no_injected: bool, since: str | None, until: str | None,
+           limit: int | None, cursor: str | None, request_file: Any, substring: bool,
+           snapshot: bool, sessions: Sequence[str], cwds: Sequence[str], agents: Sequence[str],
+           as_json: bool) -> None:
+    """Search across sessions for a literal phrase (the words, as typed): one hit per
+    session, ranked by its best event."""
+    request, event_filters = build_event_request(
+        read_request(request_file), " ".join(words), surfaces, types, no_injected, since, until,
+        limit, cursor, substring, snapshot)
     with open_recall(ctx) as recall:
+        session_filters: list[dict[str, Any]] = []
+        if sessions:
+            session_filters.append({"kind": "id", "values": [recall.resolve_session(s)
+                                                             for s in sessions]})
+        if cwds:
+            session_filters.append({"kind": "cwd-tree", "values": list(cwds)})
+        if agents:
+            session_filters.append({"kind": "agent", "values": list(agents)})
+        if session_filters:
+            request["sessionFilters"] = [*request.get("sessionFilters", []), *session_filters]
+        if event_filters:
+            request["eventFilters"] = [*request.get("eventFilters", []), *event_filters]
         page = recall.search_sessions(request=request)
     if as_json:
         emit_json(page)
@@ -354,25 +367,30 @@ def search(ctx: click.Context, query: str, surfaces: Sequence[str], types: Seque
     if not page["items"]:
         say("No matches.")
     for n, item in enumerate(page["items"], start=1):
-        print_hit(n, item["bestMatch"], item["header"])
-    if "nextCursor" in page:
-        say(f"more: --cursor {visible(page['nextCursor'])}")
+        say_lines(views.session_hit_lines(n, item))
+    more(page)
 
 
 @main.command()
-@click.argument("session_id", type=TEXT)
-@click.argument("query", required=False, default="", type=TEXT)
+@click.argument("words", nargs=-1, type=TEXT, metavar="SESSION QUERY...")
 @event_filter_options
 @json_option
 @click.pass_context
-def events(ctx: click.Context, session_id: str, query: str, surfaces: Sequence[str],
-           types: Sequence[str], since: str | None, until: str | None, limit: int | None,
-           cursor: str | None, request_file: Any, substring: bool, snapshot: bool,
-           as_json: bool) -> None:
-    """Search the events of one session."""
-    request, filters = build_event_request(query, surfaces, types, since, until, limit, cursor,
-                                           request_file, substring, snapshot)
-    request["sessionId"] = session_id
+def events(ctx: click.Context, words: Sequence[str], surfaces: Sequence[str],
+           types: Sequence[str], no_injected: bool, since: str | None, until: str | None,
+           limit: int | None, cursor: str | None, request_file: Any, substring: bool,
+           snapshot: bool, as_json: bool) -> None:
+    """Search the events of one session for a literal phrase. SESSION is a full id, a unique
+    prefix, or the id without its agent prefix; with --request naming `sessionId`, every word
+    is the query."""
+    request = read_request(request_file)
+    if "sessionId" not in request:
+        if not words:
+            raise click.UsageError("name the session: recall events SESSION QUERY...")
+        request["sessionId"], words = words[0], words[1:]
+    request, filters = build_event_request(request, " ".join(words), surfaces, types,
+                                           no_injected, since, until, limit, cursor, substring,
+                                           snapshot)
     if filters:
         request["filters"] = [*request.get("filters", []), *filters]
     with open_recall(ctx) as recall:
@@ -383,46 +401,68 @@ def events(ctx: click.Context, session_id: str, query: str, surfaces: Sequence[s
     say((visible(page["session"]["id"]), "bold"))
     if not page["items"]:
         say("No matches.")
-    for n, hit in enumerate(page["items"], start=1):
-        print_hit(n, hit)
-    if "nextCursor" in page:
-        say(f"more: --cursor {visible(page['nextCursor'])}")
+    for n, group in enumerate(views.group_tool_calls(page["items"]), start=1):
+        say_lines(views.event_hit_lines(n, group))
+    more(page)
 
 
 # --- reads --------------------------------------------------------------------------------------
 
 @main.command()
+@click.option("--cwd", type=TEXT, help="Only sessions in this directory or below it.")
+@click.option("--agent", type=TEXT,
+              help="Only sessions of this agent, e.g. claude-code, codex, dsh (native logs).")
+@click.option("--title", type=TEXT,
+              help="Only sessions whose title holds this text (case-insensitive).")
+@click.option("--limit", type=click.IntRange(min=1), help="At most this many (newest first).")
 @json_option
 @click.pass_context
-def sessions(ctx: click.Context, as_json: bool) -> None:
-    """List sessions, newest first."""
+def sessions(ctx: click.Context, cwd: str | None, agent: str | None, title: str | None,
+             limit: int | None, as_json: bool) -> None:
+    """List sessions, newest first: id, agent, events, first and last activity, live, cwd
+    and title (the agent's title, else the person's first prompt)."""
     with open_recall(ctx) as recall:
-        listing = recall.list_sessions()
+        listing = recall.list_sessions(cwd=cwd, agent=agent, title=title, limit=limit)
     if as_json:
         emit_json(listing)
         return
-    rows = [("id", "created", "cwd", "parent", "live")]
-    for item in listing:
-        h = item["header"]
-        rows.append((visible(h["id"]), ms_to_iso(h["createdAt"]), visible(h.get("cwd") or "-"),
-                     visible(h.get("parentSession") or "-"), "yes" if item["live"] else "no"))
-    print_columns(rows)
+    if not listing:
+        say("No sessions.")
+        return
+    print_columns([views.SESSION_COLUMNS, *(views.session_row(r) for r in listing)])
+
+
+def raw_option(func: F) -> F:
+    return click.option("--raw", is_flag=True,
+                        help="Include each event's data.raw (the original agent record).")(func)
+
+
+def _emit_read(result: Any, raw: bool) -> None:
+    emit_json(result if raw else views.strip_raw(result))
 
 
 @main.command()
 @click.argument("session_id", type=TEXT)
+@raw_option
 @json_option
 @click.pass_context
-def surface(ctx: click.Context, session_id: str, as_json: bool) -> None:
+def surface(ctx: click.Context, session_id: str, raw: bool, as_json: bool) -> None:
     """The current surface of a session: what its model sees, in model order."""
     with open_recall(ctx) as recall:
         result = recall.read_surface(session_id)
     if as_json:
-        emit_json(result)
+        _emit_read(result, raw)
         return
-    say((visible(session_id), "bold"), f" captured through seq {result['capturedThroughSeq']}")
-    for event in result["events"]:
-        say(f"  seq {event['seq']} {visible(event['type'])}")
+    say_lines(views.surface_lines(result))
+    if raw:
+        _print_events(result["events"])
+
+
+def _print_events(events: Sequence[dict[str, Any]]) -> None:
+    for event in events:
+        say((f"seq {event.get('seq')} (complete, with data.raw):", "bold"))
+        say(visible(orjson.dumps(event, option=orjson.OPT_INDENT_2).decode(),
+                    keep_newlines=True))
 
 
 @main.command()
@@ -430,27 +470,20 @@ def surface(ctx: click.Context, session_id: str, as_json: bool) -> None:
 @click.argument("seq", type=int)
 @click.option("--before", type=int, default=0, help="Events before the target (max 50).")
 @click.option("--after", type=int, default=0, help="Events after the target (max 50).")
+@raw_option
 @json_option
 @click.pass_context
-def show(ctx: click.Context, session_id: str, seq: int, before: int, after: int,
+def show(ctx: click.Context, session_id: str, seq: int, before: int, after: int, raw: bool,
          as_json: bool) -> None:
-    """Read one event (complete JSON) with a window of neighbours."""
+    """Read one event with a window of neighbours, as a transcript (--json: the events)."""
     with open_recall(ctx) as recall:
         result = recall.read_event(session_id, seq, before=before, after=after)
     if as_json:
-        emit_json(result)
+        _emit_read(result, raw)
         return
-    for entry in result["before"]:
-        say(f"- seq {entry['event']['seq']} | {visible(entry['event']['type'])} | "
-            f"{entry['surface']}")
-    target = result["event"]
-    say((f"seq {target['event']['seq']} | {visible(target['event']['type'])} | "
-         f"{target['surface']}", "bold"))
-    say(visible(orjson.dumps(target["event"], option=orjson.OPT_INDENT_2).decode(),
-                keep_newlines=True))
-    for entry in result["after"]:
-        say(f"- seq {entry['event']['seq']} | {visible(entry['event']['type'])} | "
-            f"{entry['surface']}")
+    say_lines(views.read_lines(result))
+    if raw:
+        _print_events([result["event"]["event"]])
 
 
 @main.command()
@@ -461,12 +494,26 @@ def show(ctx: click.Context, session_id: str, seq: int, before: int, after: int,
 def trace(ctx: click.Context, session_id: str, seq: int | None, as_json: bool) -> None:
     """Lineage of a session, or the replacement/citation trace of one event."""
     with open_recall(ctx) as recall:
-        result = (recall.trace_session(session_id) if seq is None
-                  else recall.trace_event(session_id, seq))
+        if seq is not None:
+            result = recall.trace_event(session_id, seq)
+            read = None if as_json else recall.read_event(result["session"]["id"], seq)
+        else:
+            result = recall.trace_session(session_id)
+            members = [str(result["session"]["id"]),
+                       *(str(h["id"]) for h in result.get("ancestors") or [])]
+            stack = list(result.get("descendants") or [])
+            while stack:
+                node = stack.pop()
+                members.append(str(node["header"]["id"]))
+                stack.extend(node.get("children") or [])
+            titles = {} if as_json else {
+                str(r["header"]["id"]): r["title"] for r in recall.list_sessions(
+                    filters=[{"kind": "id", "values": members}]) if r.get("title")}
     if as_json:
         emit_json(result)
         return
-    say(visible(orjson.dumps(result, option=orjson.OPT_INDENT_2).decode(), keep_newlines=True))
+    say_lines(views.session_trace_lines(result, titles) if seq is None
+              else views.event_trace_lines(result, read))
 
 
 @main.command("dead-letters")
@@ -494,18 +541,6 @@ def dead_letters(ctx: click.Context, as_json: bool) -> None:
 
 
 # --- index jobs ---------------------------------------------------------------------------------
-
-@contextmanager
-def progress_bar(label: str, enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
-    """A rich bar on a terminal; nothing when piped or with --json."""
-    if not enabled or not err_console.is_terminal:
-        yield None
-        return
-    with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), console=err_console,
-                  transient=True) as bar:
-        task = bar.add_task(label, total=None)
-        yield lambda done, total: bar.update(task, completed=done, total=total)
-
 
 @main.group()
 def index() -> None:
@@ -547,12 +582,11 @@ def stats(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         emit_json(rows)
         return
-    table = Table("shard", "sessions", "events", "documents", "bytes", "generation", "problems")
-    for row in rows:
-        table.add_row(str(row["shard"]), str(row["sessions"]), str(row["events"]),
+    print_columns([("shard", "sessions", "events", "documents", "bytes", "generation",
+                    "problems"),
+                   *((str(row["shard"]), str(row["sessions"]), str(row["events"]),
                       str(row["documents"]), str(row["bytes"]), str(row["generation"]),
-                      Text(visible("; ".join(row["problems"]) or "ok")))
-    console.print(table)
+                      visible("; ".join(row["problems"]) or "ok")) for row in rows)])
 
 
 @index.command()
@@ -589,7 +623,8 @@ def check(ctx: click.Context, as_json: bool) -> None:
 
 
 def _job(ctx: click.Context, name: str, as_json: bool) -> None:
-    with open_recall(ctx) as recall, progress_bar(name, not as_json) as progress:
+    with open_recall(ctx) as recall, \
+            count_progress(err_console, name, not as_json) as progress:
         result = getattr(recall, name)(progress)
     if as_json:
         emit_json(result)

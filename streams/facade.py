@@ -232,8 +232,36 @@ class Recall:
 
     # --- reads (SPEC 3.1) ---------------------------------------------------------------------
 
-    def list_sessions(self) -> list[dict[str, Any]]:
-        return list(self.backend.call("list_sessions", {}))
+    def list_sessions(self, *, cwd: str | None = None, agent: str | None = None,
+                      title: str | None = None, limit: int | None = None,
+                      filters: Sequence[Mapping[str, Any]] | None = None,
+                      now_ms: int | None = None) -> list[dict[str, Any]]:
+        """`[{header, live, persisted, title, titleSource, agent, eventCount, firstEventTime,
+        lastEventTime}]`, newest first. `cwd`: that directory and everything under it;
+        `agent`: e.g. `claude-code` or `dsh` (native logs); `title`: a literal,
+        case-insensitive search of the titles; `filters`: any session filters (SPEC 3.4 and
+        the extensions of docs/PROTOCOL.md)."""
+        clauses = [dict(f) for f in filters or []]
+        if cwd is not None:
+            clauses.append({"kind": "cwd-tree", "values": [cwd]})
+        if agent is not None:
+            clauses.append({"kind": "agent", "values": [agent]})
+        args: dict[str, Any] = {}
+        if clauses or filters is not None:
+            args["filters"] = clauses
+        if title is not None:
+            args["title"] = title
+        if limit is not None:
+            args["limit"] = limit
+        if now_ms is not None:
+            args["nowMs"] = now_ms
+        return list(self.backend.call("list_sessions", args))
+
+    def resolve_session(self, session_id: str) -> str:
+        """The full id a unique prefix or a bare id (without its `agent:` prefix) names.
+        Every method taking a session id does this itself; `RECALL_AMBIGUOUS_SESSION` lists
+        the candidates when several match."""
+        return str(self.backend.call("resolve_session", {"sessionId": session_id})["sessionId"])
 
     def read_session(self, session_id: str) -> dict[str, Any]:
         return dict(self.backend.call("read_session", {"sessionId": session_id}))

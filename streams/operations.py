@@ -2,15 +2,25 @@
 
 The embedded facade calls `dispatch` in-process; the Kafka query worker calls the same function
 for each request it takes from `<p>.requests`. One code path is why both runtimes answer alike.
+
+Session ids given short are resolved here, once for both runtimes: an operation naming a session
+that does not exist retries with the id a unique prefix (or a bare id without its `agent:`
+prefix, such as a Claude Code UUID) names; references resolve their sessions before preparing.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
-from projections.errors import SessionQueryError, SessionReferenceError
+from indexer.listing import select_listing
+from projections.errors import RecallError, SessionQueryError, SessionReferenceError
 from projections.jsonwire import MAX_JSON_DEPTH, MAX_SAFE_INTEGER
+
+SESSION_NOT_FOUND = "SESSION_QUERY_SESSION_NOT_FOUND"
+AMBIGUOUS_SESSION = "RECALL_AMBIGUOUS_SESSION"
+#: How many of the sessions an ambiguous id matches its error names.
+AMBIGUOUS_SHOWN = 10
 
 
 class Backend(Protocol):
@@ -49,10 +59,98 @@ def _now(args: Mapping[str, Any]) -> int | None:
     return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
+def pick_sessions(text: str, ids: Iterable[str]) -> list[str]:
+    """The sessions `text` names among ids it is a prefix of (whole, or after `agent:`): the
+    exact id; else the ids that are exactly `text` after their agent prefix (a bare UUID names
+    the session, not also its `…/agent-…` subagents); else all of them (sorted)."""
+    found = sorted(set(ids))
+    if text in found:
+        return [text]
+    bare = [i for i in found if ":" in i and i.partition(":")[2] == text]
+    return bare or found
+
+
+def resolve_session(backend: Backend, text: str) -> str:
+    """The one session id `text` names (module docstring); SESSION_NOT_FOUND when none,
+    RECALL_AMBIGUOUS_SESSION (listing them) when several."""
+    records = backend.query().filter_sessions([{"kind": "id-prefix", "values": [text]}])
+    found = pick_sessions(text, (str(r["header"]["id"]) for r in records))
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise SessionQueryError(f"session {text!r} not found", code=SESSION_NOT_FOUND,
+                                hint="`recall sessions` lists the ids (a unique prefix will do)")
+    shown = ", ".join(found[:AMBIGUOUS_SHOWN]) + (" …" if len(found) > AMBIGUOUS_SHOWN else "")
+    raise SessionQueryError(f"session id {text!r} is ambiguous: it matches {len(found)} "
+                            f"sessions: {shown}", code=AMBIGUOUS_SESSION,
+                            hint="give more of the id, or the whole id")
+
+
+def _list_sessions(backend: Backend, args: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The listing, narrowed by session filters (any SPEC 3.4 kind or extension), a title
+    search and a limit."""
+    filters = args.get("filters")
+    records = (backend.query().filter_sessions(filters, now_ms=_now(args)) if filters is not None
+               else backend.query().list_sessions(now_ms=_now(args)))
+    title = args.get("title")
+    if title is not None and not isinstance(title, str):
+        raise SessionQueryError("title must be a string", code="SESSION_QUERY_INVALID_FILTER")
+    return select_listing(list(records), title=title, limit=args.get("limit"))
+
+
+#: Where each operation names one session (the argument, or inside `request`).
+_SESSION_ARG: dict[str, tuple[str, ...]] = {
+    op: ("sessionId",) for op in ("read_session", "read_surface", "read_event", "trace_event",
+                                  "trace_session", "filter_events")}
+_SESSION_ARG["search_events"] = ("request", "sessionId")
+
+
+def _named_session(op: str, args: Mapping[str, Any]) -> Any:
+    value: Any = args
+    for key in _SESSION_ARG[op]:
+        value = value.get(key) if isinstance(value, Mapping) else None
+    return value
+
+
+def _with_session(op: str, args: Mapping[str, Any], session_id: str) -> dict[str, Any]:
+    path = _SESSION_ARG[op]
+    out = dict(args)
+    if len(path) == 1:
+        out[path[0]] = session_id
+    else:
+        out[path[0]] = {**dict(out[path[0]]), path[1]: session_id}
+    return out
+
+
+def _resolve_references(backend: Backend, args: Mapping[str, Any]) -> dict[str, Any]:
+    """A reference's target and sources, resolved before anything is prepared (a reference
+    appends, so it is never retried). Ids naming nothing are left for the service to report."""
+    out = dict(args)
+
+    def resolved(value: Any) -> Any:
+        if not isinstance(value, str) or not value:
+            return value
+        try:
+            return resolve_session(backend, value)
+        except RecallError as exc:
+            if exc.code == SESSION_NOT_FOUND:
+                return value
+            raise
+
+    if "targetSessionId" in out:
+        out["targetSessionId"] = resolved(out["targetSessionId"])
+    references = out.get("references")
+    if isinstance(references, list):
+        out["references"] = [{**ref, "sessionId": resolved(ref.get("sessionId"))}
+                             if isinstance(ref, Mapping) else ref for ref in references]
+    return out
+
+
 OPERATIONS: dict[str, Callable[[Backend, Mapping[str, Any]], Any]] = {
     "search_sessions": lambda b, a: b.query().search_sessions(_req(a, "request"), now_ms=_now(a)),
     "search_events": lambda b, a: b.query().search_events(_req(a, "request"), now_ms=_now(a)),
-    "list_sessions": lambda b, a: b.query().list_sessions(now_ms=_now(a)),
+    "list_sessions": _list_sessions,
+    "resolve_session": lambda b, a: {"sessionId": resolve_session(b, _session_id(a))},
     "read_session": lambda b, a: b.query().read_session(_session_id(a)),
     "read_surface": lambda b, a: b.query().read_surface(_session_id(a)),
     "read_event": lambda b, a: b.query().read_event(dict(a)),
@@ -124,4 +222,15 @@ def dispatch(backend: Backend, op: str, args: Mapping[str, Any]) -> Any:
         raise SessionQueryError(f"unknown operation {op!r}", code="RECALL_UNKNOWN_OPERATION",
                                 hint=f"one of: {', '.join(sorted(OPERATIONS))}")
     check_args(op, args)
-    return handler(backend, args)
+    if op in _REFERENCE_OPS:
+        return handler(backend, _resolve_references(backend, args))
+    try:
+        return handler(backend, args)
+    except RecallError as exc:
+        named = _named_session(op, args) if op in _SESSION_ARG else None
+        if exc.code != SESSION_NOT_FOUND or not isinstance(named, str) or not named:
+            raise
+        resolved = resolve_session(backend, named)
+        if resolved == named:
+            raise  # the session exists: what was not found is something else
+        return handler(backend, _with_session(op, args, resolved))
