@@ -1,7 +1,9 @@
 """Agent tools: argument schemas (SPEC 6.1) and the checks that turn tool arguments into values.
 
 One table per tool drives both the JSON Schema advertised in `tools/list` and the runtime
-check, so what the model is told and what the server enforces cannot drift apart.
+check, so what the model is told and what the server enforces cannot drift apart — bounds that
+depend on settings (the read window, the sources of a reference) included: both read them from
+the same `Limits`.
 """
 
 from __future__ import annotations
@@ -12,41 +14,87 @@ from typing import Any
 
 from indexer.normalize import normalize_query
 from projections.errors import SessionQueryError
-from streams.mcp.errors import INVALID_ARGS, INVALID_FILTER, INVALID_QUERY, ToolError
+from streams.mcp.errors import (
+    INVALID_ARGS,
+    INVALID_FILTER,
+    INVALID_QUERY,
+    INVALID_WINDOW,
+    ToolError,
+)
 
 MAX_SAFE_INTEGER = 2**53 - 1
 AVAILABILITY = ("live", "persisted")
 SURFACES = ("current", "shadowed", "log-only")
+#: Values a session id / type list may hold: far inside the SQL binding budget (SPEC 3.4:
+#: 32,766 bindings) even with every list of a search full.
+MAX_LIST_ITEMS = 1000
 _TIMESTAMP_HELP = "UTC or offset timestamp, YYYY-MM-DDTHH:MM[:SS[.fraction]](Z|±HH:MM)"
+_SESSION_ID_HELP = "a full id, a unique prefix, or the id without its agent prefix"
+
+
+@dataclass(frozen=True)
+class Limits:
+    """The server's settings that bound arguments (RECALL_READ_WINDOW_MAX,
+    RECALL_MAX_REFERENCES)."""
+
+    read_window_max: int = 50
+    max_references: int = 3
+
+    def bound(self, name: str) -> int:
+        """A named bound: a field of these limits, or one of the fixed ones."""
+        fixed = {"safe": MAX_SAFE_INTEGER, "list": MAX_LIST_ITEMS}
+        return fixed[name] if name in fixed else int(getattr(self, name))
 
 
 @dataclass(frozen=True)
 class Arg:
-    """One argument: kind is string | timestamp | integer | boolean | strings | enums."""
+    """One argument: kind is string | timestamp | integer | boolean | strings | enums.
+    `maximum` names the bound of an integer, `max_items` that of a list (`Limits.bound`);
+    `too_large` is the code a value above `maximum` gets."""
 
     kind: str
     description: str
     required: bool = False
     choices: tuple[str, ...] = ()
+    maximum: str = "safe"
+    max_items: str = "list"
+    too_large: str = INVALID_ARGS
 
-    def schema(self) -> dict[str, Any]:
+    def upper(self, limits: Limits) -> int:
+        """The largest integer, or the most list items, this argument takes."""
+        if self.kind == "integer":
+            return limits.bound(self.maximum)
+        if self.kind == "enums":
+            return len(self.choices)
+        return limits.bound(self.max_items)
+
+    def schema(self, limits: Limits) -> dict[str, Any]:
         if self.kind in ("string", "timestamp"):
             out: dict[str, Any] = {"type": "string"}
         elif self.kind == "integer":
-            out = {"type": "integer", "minimum": 0, "maximum": MAX_SAFE_INTEGER}
+            out = {"type": "integer", "minimum": 0, "maximum": self.upper(limits)}
         elif self.kind == "boolean":
             out = {"type": "boolean"}
         elif self.kind == "strings":
-            out = {"type": "array", "items": {"type": "string"}, "minItems": 1}
+            out = {"type": "array", "items": {"type": "string"}, "minItems": 1,
+                   "maxItems": self.upper(limits)}
         else:
             out = {"type": "array", "items": {"type": "string", "enum": list(self.choices)},
-                   "minItems": 1}
+                   "minItems": 1, "maxItems": self.upper(limits)}
         out["description"] = self.description
         return out
 
 
 def _target() -> Arg:
-    return Arg("string", "Session id to inspect; defaults to the calling session.")
+    return Arg("string", f"Session id to inspect ({_SESSION_ID_HELP}); defaults to the "
+               "calling session.")
+
+
+def _no_injected() -> Arg:
+    return Arg("boolean", "Leave out injected context: user messages a plugin, the harness or a "
+               "reference put in (AGENTS.md, environment context, system reminders, reference "
+               "snapshots). The person's prompts, compaction summaries and all other events "
+               "stay.")
 
 
 SPECS: dict[str, dict[str, Arg]] = {
@@ -64,6 +112,7 @@ SPECS: dict[str, dict[str, Arg]] = {
         "event_time_to": Arg("timestamp", f"Matching event at or before; {_TIMESTAMP_HELP}."),
         "event_types": Arg("strings", "Matching event types, e.g. tool/result."),
         "event_surfaces": Arg("enums", "Matching event surfaces.", choices=SURFACES),
+        "exclude_injected": _no_injected(),
     },
     "session_event_search": {
         "session_id": _target(),
@@ -74,6 +123,7 @@ SPECS: dict[str, dict[str, Arg]] = {
         "time_to": Arg("timestamp", f"Events at or before; {_TIMESTAMP_HELP}."),
         "event_types": Arg("strings", "Event types, e.g. tool/result."),
         "surfaces": Arg("enums", "Event surfaces.", choices=SURFACES),
+        "exclude_injected": _no_injected(),
     },
     "session_trace": {"session_id": _target()},
     "session_event_trace": {
@@ -83,22 +133,29 @@ SPECS: dict[str, dict[str, Arg]] = {
     "session_event_read": {
         "session_id": _target(),
         "seq": Arg("integer", "The event to read.", required=True),
-        "before": Arg("integer", "Neighbouring events before the target (0-50)."),
-        "after": Arg("integer", "Neighbouring events after the target (0-50)."),
+        "before": Arg("integer", "Neighbouring events before the target.",
+                      maximum="read_window_max", too_large=INVALID_WINDOW),
+        "after": Arg("integer", "Neighbouring events after the target.",
+                     maximum="read_window_max", too_large=INVALID_WINDOW),
+        "include_raw": Arg("boolean", "Also return data.raw, the original agent record an "
+                           "importer kept (often most of the event's bytes); default false."),
     },
     "session_reference": {
         # No message argument: mentions inside a message would name sessions that never
         # passed the workspace check.
-        "session_ids": Arg("strings", "Sessions (up to three) to reference.", required=True),
+        "session_ids": Arg("strings", f"Sessions to reference ({_SESSION_ID_HELP}).",
+                           required=True, max_items="max_references"),
     },
 }
 
 
-def input_schema(tool: str) -> dict[str, Any]:
-    """The JSON Schema of one tool's arguments (no cursor, limit or cwd: by design)."""
+def input_schema(tool: str, limits: Limits | None = None) -> dict[str, Any]:
+    """The JSON Schema of one tool's arguments (no cursor, limit or cwd: by design), with the
+    bounds `limits` (the server's settings) put on them."""
     specs = SPECS[tool]
+    bounds = limits or Limits()
     return {"type": "object",
-            "properties": {name: arg.schema() for name, arg in specs.items()},
+            "properties": {name: arg.schema(bounds) for name, arg in specs.items()},
             "required": [name for name, arg in specs.items() if arg.required],
             "additionalProperties": False}
 
@@ -107,7 +164,7 @@ def _invalid(message: str) -> ToolError:
     return ToolError(INVALID_ARGS, f"invalid arguments: {message}")
 
 
-def _check(name: str, arg: Arg, value: Any) -> Any:
+def _check(name: str, arg: Arg, value: Any, limits: Limits) -> Any:
     if arg.kind in ("string", "timestamp"):
         if not isinstance(value, str):
             raise _invalid(f"{name} must be a string")
@@ -123,9 +180,19 @@ def _check(name: str, arg: Arg, value: Any) -> Any:
         if isinstance(value, bool) or not isinstance(value, int) or not (
                 0 <= value <= MAX_SAFE_INTEGER):
             raise _invalid(f"{name} must be a non-negative safe integer")
+        if value > arg.upper(limits):
+            if arg.too_large == INVALID_WINDOW:
+                raise ToolError(INVALID_WINDOW, "before and after must be integers from 0 to "
+                                f"{arg.upper(limits)}")
+            raise _invalid(f"{name} must be at most {arg.upper(limits)}")
         return value
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise _invalid(f"{name} must be an array of strings")
+    if len(value) > arg.upper(limits):
+        if arg.max_items == "max_references":
+            raise ToolError("SESSION_REFERENCE_TOO_MANY", "too many referenced sessions (at "
+                            f"most {arg.upper(limits)})")
+        raise _invalid(f"{name} holds at most {arg.upper(limits)} values")
     if arg.kind == "enums":
         for v in value:
             if v not in arg.choices:
@@ -133,10 +200,14 @@ def _check(name: str, arg: Arg, value: Any) -> Any:
     return list(value)
 
 
-def parse_args(tool: str, arguments: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The schema check of the tool runtime: types, enums and unknown names are INVALID_ARGS.
-    A null value counts as omitted (several hosts send null for unset optional fields)."""
+def parse_args(tool: str, arguments: Mapping[str, Any] | None,
+               limits: Limits | None = None) -> dict[str, Any]:
+    """The schema check of the tool runtime: types, enums, bounds and unknown names are
+    INVALID_ARGS (a read window beyond its bound is SESSION_QUERY_INVALID_WINDOW, too many
+    reference sources SESSION_REFERENCE_TOO_MANY, as the service would say). A null value
+    counts as omitted (several hosts send null for unset optional fields)."""
     specs = SPECS[tool]
+    bounds = limits or Limits()
     raw = dict(arguments or {})
     for name in sorted(raw):
         if name not in specs:
@@ -148,7 +219,7 @@ def parse_args(tool: str, arguments: Mapping[str, Any] | None) -> dict[str, Any]
             if arg.required:
                 raise _invalid(f"{name} is required")
             continue
-        out[name] = _check(name, arg, value)
+        out[name] = _check(name, arg, value, bounds)
     return out
 
 

@@ -13,11 +13,17 @@ from typing import Any
 
 from projections.errors import SessionQueryError
 from streams.facade import Recall
-from streams.mcp.errors import MISSING_AGENT, TOOL_FAILED, ToolError, unauthorized
+from streams.mcp.errors import (
+    AMBIGUOUS_SESSION,
+    MISSING_AGENT,
+    TOOL_FAILED,
+    ToolError,
+    unauthorized,
+)
+from streams.operations import AMBIGUOUS_SHOWN, SESSION_NOT_FOUND, pick_sessions
+from streams.textsafe import visible
 
 log = logging.getLogger("recall.mcp")
-
-TITLE_EVENT = "session/title"
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +52,33 @@ class Workspace:
 
     def is_self(self, session_id: str) -> bool:
         return session_id == self.session_id
+
+    def resolve(self, text: str) -> str:
+        """The session of this workspace (or the caller itself) that `text` names: the full
+        id, a unique prefix, or the id without its `agent:` prefix. Only sessions the caller
+        may see are candidates, so an id naming none of them is returned as it is and fails
+        the check every unknown id fails; several candidates are RECALL_AMBIGUOUS_SESSION,
+        listing them (all of them are the caller's to see)."""
+        if self.is_self(text) or not text:
+            return text
+        candidates: list[str] = []
+        if self.cwd is not None:
+            found = self.recall.filter_sessions([{"kind": "id-prefix", "values": [text]},
+                                                 {"kind": "cwd", "values": [self.cwd]}])
+            candidates = [str(r["header"]["id"]) for r in found
+                          if self.header_ok(str(r["header"].get("id")), r["header"])]
+        own = self.session_id
+        if own.startswith(text) or (":" in own and own.partition(":")[2].startswith(text)):
+            candidates.append(own)
+        picked = pick_sessions(text, candidates)
+        if len(picked) == 1:
+            return picked[0]
+        if not picked:
+            return text
+        shown = ", ".join(visible(p) for p in picked[:AMBIGUOUS_SHOWN])
+        raise ToolError(AMBIGUOUS_SESSION, f"the session id {visible(text)} matches "
+                        f"{len(picked)} sessions of this workspace: {shown}"
+                        f"{' …' if len(picked) > AMBIGUOUS_SHOWN else ''}; give more of it")
 
     def records(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
         """Listing records of the ids the caller may see: one `filter_sessions` with the id list
@@ -85,31 +118,37 @@ class Workspace:
             raise unauthorized()
 
     def titles(self, ids: Iterable[str]) -> dict[str, str]:
-        """The latest `session/title` of each id, read once per call. A failed read renders as
-        `untitled (title unavailable: CODE)`; an unauthorized observation fails the call."""
-        for session_id in _dedupe(ids):
-            if session_id not in self._titles:
-                self._titles[session_id] = self._read_title(session_id)
+        """The title of each id (the listing's: the agent's title, a Claude Code summary, else
+        the person's first prompt), read once per call in one listing. A failed read renders
+        as `untitled (title unavailable: CODE)`; an unauthorized observation fails the call."""
+        wanted = [i for i in _dedupe(ids) if i not in self._titles]
+        if not wanted:
+            return self._titles
+        try:
+            found = self.recall.filter_sessions([{"kind": "id", "values": wanted}])
+        except SessionQueryError as exc:
+            log.warning("titles of sessions unavailable: %s", exc.code)
+            self._titles.update({i: f"untitled (title unavailable: {exc.code})" for i in wanted})
+            return self._titles
+        except Exception as exc:
+            log.warning("titles of sessions unavailable: %s", type(exc).__name__)
+            self._titles.update({i: f"untitled (title unavailable: {TOOL_FAILED})"
+                                 for i in wanted})
+            return self._titles
+        records = {str(r["header"].get("id")): r for r in found}
+        for session_id in wanted:
+            record = records.get(session_id)
+            if record is None:
+                log.warning("title of a session unavailable: %s", SESSION_NOT_FOUND)
+                self._titles[session_id] = f"untitled (title unavailable: {SESSION_NOT_FOUND})"
+                continue
+            self.recheck(session_id, record.get("header"))
+            title = record.get("title")
+            # One line: a title must not break the layout.
+            self._titles[session_id] = (" ".join(title.split())
+                                        if isinstance(title, str) and title.strip()
+                                        else "untitled")
         return self._titles
 
     def title(self, session_id: str) -> str:
         return self.titles([session_id])[session_id]
-
-    def _read_title(self, session_id: str) -> str:
-        try:
-            page = self.recall.filter_events(session_id, [{"kind": "type",
-                                                           "values": [TITLE_EVENT]}])
-        except SessionQueryError as exc:
-            log.warning("title of a session unavailable: %s", exc.code)
-            return f"untitled (title unavailable: {exc.code})"
-        except Exception as exc:
-            log.warning("title of a session unavailable: %s", type(exc).__name__)
-            return f"untitled (title unavailable: {TOOL_FAILED})"
-        self.recheck(session_id, page.get("session"))
-        for entry in reversed(page.get("events") or []):
-            data = entry.get("event", {}).get("data")
-            if isinstance(data, Mapping):
-                title = data.get("title")
-                if isinstance(title, str) and title.strip():
-                    return " ".join(title.split())  # one line: a title must not break layout
-        return "untitled"

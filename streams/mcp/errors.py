@@ -19,6 +19,8 @@ INVALID_ARGS = "INVALID_ARGS"
 INVALID_QUERY = "SESSION_QUERY_INVALID_QUERY"
 INVALID_FILTER = "SESSION_QUERY_INVALID_FILTER"
 INVALID_CURSOR = "SESSION_QUERY_INVALID_CURSOR"
+INVALID_WINDOW = "SESSION_QUERY_INVALID_WINDOW"
+AMBIGUOUS_SESSION = "RECALL_AMBIGUOUS_SESSION"
 
 UNAUTHORIZED_MESSAGE = "session target is outside the caller workspace"
 REPEATED_CURSOR_MESSAGE = "session-search provider repeated a continuation cursor"
@@ -41,7 +43,9 @@ FIXED_MESSAGES: dict[str, str] = {
     INVALID_QUERY: "query must be non-blank text without NUL characters",
     "SESSION_QUERY_INVALID_LINEAGE": "the session lineage contains a cycle",
     "SESSION_QUERY_INVALID_SURFACE": "the session log is invalid and cannot be read",
-    "SESSION_QUERY_INVALID_WINDOW": "before and after must be integers from 0 to 50",
+    INVALID_WINDOW: "before and after must be integers from 0 to 50",
+    AMBIGUOUS_SESSION: "the session id matches several sessions of this workspace; give more "
+                       "of it",
     "SESSION_QUERY_PERSISTENCE_FAILED": "session persistence is unavailable",
     "SESSION_QUERY_SEARCH_DISABLED": "session search is disabled in this deployment",
     "SESSION_QUERY_SESSION_NOT_FOUND": "session not found",

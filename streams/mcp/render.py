@@ -9,6 +9,7 @@ from typing import Any
 
 from streams.mcp.timestamps import iso_utc
 from streams.textsafe import visible
+from streams.views import without_raw
 
 NO_SESSION_MATCHES = "No prior session matches found."
 NO_EVENT_MATCHES = "No prior event matches found."
@@ -141,9 +142,11 @@ def _neighbours(label: str, entries: Sequence[Mapping[str, Any]]) -> list[str]:
 
 
 def event_read(session_id: str, read: Mapping[str, Any], show_before: bool,
-               show_after: bool) -> str:
+               show_after: bool, *, include_raw: bool = False) -> str:
+    """The target as JSON (without `data.raw`, the original agent record, unless asked), and
+    the neighbours' semantic text."""
     target = read["event"]
-    event = target["event"]
+    event = target["event"] if include_raw else without_raw(target["event"])
     lines = [f"Session {data(session_id)}"]
     if show_before:
         lines += _neighbours("Before", read.get("before") or [])

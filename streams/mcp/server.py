@@ -17,7 +17,6 @@ import mcp.types as types
 from mcp.server import Server, ServerRequestContext
 
 from streams.facade import Recall
-from streams.mcp.args import input_schema
 from streams.mcp.auth import Caller
 from streams.mcp.errors import TIMED_OUT, ToolError
 from streams.mcp.live import RunningSession
@@ -95,7 +94,8 @@ class ToolServer:
     async def list_tools(self, ctx: ServerRequestContext[Any, Any],
                          params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=[
-            types.Tool(name=name, description=DESCRIPTIONS[name], input_schema=input_schema(name),
+            types.Tool(name=name, description=DESCRIPTIONS[name],
+                       input_schema=self.tools.schema(name),
                        annotations=_READ_ONLY)
             for name in self.tools.names()])
 

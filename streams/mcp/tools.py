@@ -8,9 +8,18 @@ from dataclasses import dataclass
 from typing import Any
 
 from projections.snapshot import PROMPT_PREFIX, PROMPT_SUFFIX
+from projections.titles import NOT_INJECTED
 from streams.facade import Recall
 from streams.mcp import render
-from streams.mcp.args import SPECS, int_range, non_empty, parse_args, query_text
+from streams.mcp.args import (
+    SPECS,
+    Limits,
+    input_schema,
+    int_range,
+    non_empty,
+    parse_args,
+    query_text,
+)
 from streams.mcp.auth import Caller, Workspace
 from streams.mcp.errors import (
     INVALID_CURSOR,
@@ -33,7 +42,8 @@ DESCRIPTIONS: dict[str, str] = {
     "session_trace": "Lineage of a session: ancestors and descendants in this workspace.",
     "session_event_trace": "How one event relates to others: replacements (compaction) and "
                            "cited sources.",
-    "session_event_read": "Read one event as complete JSON, with optional neighbours.",
+    "session_event_read": "Read one event as JSON (without data.raw unless include_raw), with "
+                          "optional neighbours.",
     "session_reference": "Prepare a read-only snapshot of up to three sessions for your next "
                          "message (dry run: nothing is appended). Returns the context text.",
 }
@@ -66,6 +76,9 @@ class SessionTools:
             raise ValueError("max_search_results must be at least 1")
         self.recall = recall
         self.max_search_results = max_search_results
+        settings = getattr(recall, "settings", None)
+        self.limits = Limits() if settings is None else Limits(
+            read_window_max=settings.read_window_max, max_references=settings.max_references)
         self._handlers: dict[str, Callable[[Workspace, dict[str, Any]], str]] = {
             "session_search": self.session_search,
             "session_event_search": self.session_event_search,
@@ -79,13 +92,17 @@ class SessionTools:
     def names() -> list[str]:
         return list(SPECS)
 
+    def schema(self, name: str) -> dict[str, Any]:
+        """The tool's input schema, with this server's bounds (its settings)."""
+        return input_schema(name, self.limits)
+
     def call(self, name: str, arguments: Mapping[str, Any] | None, caller: Caller) -> ToolAnswer:
         """Run one tool; every failure comes back as `Error: <fixed message>`, never raised."""
         try:
             handler = self._handlers.get(name)
             if handler is None:
                 return ToolAnswer(f"Error: unknown tool {name[:64]!r}", is_error=True)
-            args = parse_args(name, arguments)
+            args = parse_args(name, arguments, self.limits)
             return ToolAnswer(handler(Workspace(self.recall, caller), args))
         except Exception as exc:
             return ToolAnswer(to_tool_error(exc).render(), is_error=True)
@@ -130,7 +147,8 @@ class SessionTools:
             raise unauthorized()
         session_filters: list[dict[str, Any]] = [{"kind": "cwd", "values": [ws.cwd]}]
         if "session_ids" in args:
-            session_filters.append({"kind": "id", "values": args["session_ids"]})
+            session_filters.append({"kind": "id", "values": [ws.resolve(s)
+                                                             for s in args["session_ids"]]})
         if created != (None, None):
             session_filters.append({"kind": "created-at", "from": created[0], "to": created[1]})
         if "availability" in args:
@@ -155,6 +173,8 @@ class SessionTools:
             event_filters.append({"kind": "type", "values": args["event_types"]})
         if "event_surfaces" in args:
             event_filters.append({"kind": "surface", "values": args["event_surfaces"]})
+        if args.get("exclude_injected"):
+            event_filters.append({"kind": "source", "values": list(NOT_INJECTED)})
 
         def fetch(cursor: str | None) -> Page:
             request: dict[str, Any] = {"query": query, "sessionFilters": session_filters}
@@ -193,7 +213,7 @@ class SessionTools:
     # --- session_event_search -----------------------------------------------------------------
 
     def session_event_search(self, ws: Workspace, args: dict[str, Any]) -> str:
-        target = args.get("session_id", ws.session_id)
+        target = ws.resolve(args.get("session_id", ws.session_id))
         query = query_text(args["query"])
         non_empty(args, "event_types", "surfaces")
         seq_from, seq_to = int_range(args, "seq_from", "seq_to")
@@ -218,6 +238,8 @@ class SessionTools:
             filters.append({"kind": "type", "values": args["event_types"]})
         if "surfaces" in args:
             filters.append({"kind": "surface", "values": args["surfaces"]})
+        if args.get("exclude_injected"):
+            filters.append({"kind": "source", "values": list(NOT_INJECTED)})
 
         def fetch(cursor: str | None) -> Page:
             request: dict[str, Any] = {"sessionId": target, "query": query}
@@ -237,7 +259,7 @@ class SessionTools:
     # --- session_trace ------------------------------------------------------------------------
 
     def session_trace(self, ws: Workspace, args: dict[str, Any]) -> str:
-        target = args.get("session_id", ws.session_id)
+        target = ws.resolve(args.get("session_id", ws.session_id))
         ws.authorize(target)
         trace = self.recall.trace_session(target)
         ws.recheck(target, trace.get("session"))
@@ -289,7 +311,7 @@ class SessionTools:
     # --- session_event_trace / session_event_read ---------------------------------------------
 
     def session_event_trace(self, ws: Workspace, args: dict[str, Any]) -> str:
-        target = args.get("session_id", ws.session_id)
+        target = ws.resolve(args.get("session_id", ws.session_id))
         ws.authorize(target)
         trace = self.recall.trace_event(target, args["seq"])
         ws.recheck(target, trace.get("session"))
@@ -298,19 +320,20 @@ class SessionTools:
         return render.event_trace(target, read["event"], trace)
 
     def session_event_read(self, ws: Workspace, args: dict[str, Any]) -> str:
-        target = args.get("session_id", ws.session_id)
+        target = ws.resolve(args.get("session_id", ws.session_id))
         ws.authorize(target)
         read = self.recall.read_event(target, args["seq"], before=args.get("before", 0),
                                       after=args.get("after", 0))
         ws.recheck(target, read.get("session"))
         return render.event_read(target, read, args.get("before", 0) > 0,
-                                 args.get("after", 0) > 0)
+                                 args.get("after", 0) > 0,
+                                 include_raw=bool(args.get("include_raw")))
 
     # --- session_reference --------------------------------------------------------------------
 
     def session_reference(self, ws: Workspace, args: dict[str, Any]) -> str:
         non_empty(args, "session_ids")
-        sources = list(dict.fromkeys(args["session_ids"]))
+        sources = list(dict.fromkeys(ws.resolve(s) for s in args["session_ids"]))
         if any(ws.is_self(s) for s in sources):
             raise ToolError("SESSION_REFERENCE_SELF_REFERENCE")
         if len(sources) > self.recall.settings.max_references:

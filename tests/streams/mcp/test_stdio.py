@@ -125,11 +125,12 @@ def test_lists_exactly_the_six_tools_with_spec_arguments(stdio: Any) -> None:
     assert sorted(search["properties"]) == sorted([
         "query", "session_ids", "created_at_from", "created_at_to", "parent_session_ids",
         "include_root_sessions", "availability", "event_seq_from", "event_seq_to",
-        "event_time_from", "event_time_to", "event_types", "event_surfaces"])
+        "event_time_from", "event_time_to", "event_types", "event_surfaces",
+        "exclude_injected"])  # the last one: an extension (docs/PROTOCOL.md §6.1)
     assert search["required"] == ["query"] and search["additionalProperties"] is False
     assert search["properties"]["availability"]["items"]["enum"] == ["live", "persisted"]
     assert sorted(tools["session_event_read"].input_schema["properties"]) == [
-        "after", "before", "seq", "session_id"]
+        "after", "before", "include_raw", "seq", "session_id"]
     assert tools["session_event_trace"].input_schema["required"] == ["seq"]
 
 
@@ -143,21 +144,21 @@ def test_session_search_lists_workspace_sessions_except_self(stdio: Any) -> None
    Best match: seq 2 | user/message | current | 2025-11-25T16:00:00.022Z
    Snippet: Widget follow-up: add a retry to the widget deploy.
 
-2. Session alpha-lost — untitled
+2. Session alpha-lost — Widget lost parent work.
    Created: 2025-11-28T16:00:00.000Z
    Parent: [outside workspace]
    Availability: persisted
    Best match: seq 1 | user/message | current | 2025-11-28T16:00:00.021Z
    Snippet: Widget lost parent work.
 
-3. Session alpha-orphan — untitled
+3. Session alpha-orphan — Widget orphan work after a fork.
    Created: 2025-11-27T16:00:00.000Z
    Parent: [outside workspace]
    Availability: persisted
    Best match: seq 1 | user/message | current | 2025-11-27T16:00:00.021Z
    Snippet: Widget orphan work after a fork.
 
-4. Session alpha-grandchild — untitled
+4. Session alpha-grandchild — Widget metrics dashboard please.
    Created: 2025-11-26T16:00:00.000Z
    Parent: alpha-child
    Availability: persisted
@@ -202,9 +203,9 @@ Ancestors (nearest first):
 - none (target is a root session)
 Descendants:
 - alpha-child — Widget retry
-  - alpha-grandchild — untitled
+  - alpha-grandchild — Widget metrics dashboard please.
 - [outside workspace subtree]"""
-    assert answer(stdio, "grandchild_trace") == """Session alpha-grandchild — untitled
+    assert answer(stdio, "grandchild_trace") == """Session alpha-grandchild — Widget metrics dashboard please.
 Created: 2025-11-26T16:00:00.000Z
 Availability: persisted
 Ancestors (nearest first):
@@ -216,8 +217,10 @@ Descendants:
 
 def test_hidden_and_missing_parents_trace_identically(stdio: Any) -> None:
     orphan, lost = answer(stdio, "orphan_trace"), answer(stdio, "lost_trace")
-    assert orphan.replace("alpha-orphan", "X").replace("2025-11-27", "D") == lost.replace(
-        "alpha-lost", "X").replace("2025-11-28", "D")
+    # (their titles are their own first prompts)
+    assert orphan.replace("alpha-orphan", "X").replace("2025-11-27", "D").replace(
+        "Widget orphan work after a fork.", "T") == lost.replace("alpha-lost", "X").replace(
+        "2025-11-28", "D").replace("Widget lost parent work.", "T")
     assert "Ancestors (nearest first):\n- [outside workspace boundary]\n" in orphan
     assert "beta-secret" not in orphan and "ghost-missing" not in lost
 

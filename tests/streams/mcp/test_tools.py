@@ -122,7 +122,7 @@ def test_hits_failing_the_workspace_check_are_dropped_before_the_cap() -> None:
         "session_search", {"query": "x"}, ME).text
     # Titles cannot be read from this fake: the per-id failure is shown, not fatal.
     assert text.startswith("Session search results (1):\n\n1. Session a — untitled (title "
-                           "unavailable: SESSION_QUERY_TOOL_FAILED)")
+                           "unavailable: SESSION_QUERY_SESSION_NOT_FOUND)")
     assert "other" not in text and "Result cap reached" not in text
 
 
