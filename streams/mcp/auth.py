@@ -55,30 +55,34 @@ class Workspace:
 
     def resolve(self, text: str) -> str:
         """The session of this workspace (or the caller itself) that `text` names: the full
-        id, a unique prefix, or the id without its `agent:` prefix. Only sessions the caller
-        may see are candidates, so an id naming none of them is returned as it is and fails
-        the check every unknown id fails; several candidates are RECALL_AMBIGUOUS_SESSION,
-        listing them (all of them are the caller's to see)."""
-        if self.is_self(text) or not text:
-            return text
-        candidates: list[str] = []
-        if self.cwd is not None:
-            found = self.recall.filter_sessions([{"kind": "id-prefix", "values": [text]},
+        id, a unique prefix, or the id without its `agent:` prefix (`resolve_many`)."""
+        return self.resolve_many([text])[0]
+
+    def resolve_many(self, texts: list[str]) -> list[str]:
+        """Resolve short ids with one listing. Only sessions the caller may see are
+        candidates, so an id naming none of them is returned as it is and then fails the
+        check every unknown id fails; several candidates are RECALL_AMBIGUOUS_SESSION, listing
+        them (all of them are the caller's to see)."""
+        short = sorted({t for t in texts if t and not self.is_self(t)})
+        candidates: list[str] = [self.session_id]
+        if short and self.cwd is not None:
+            found = self.recall.filter_sessions([{"kind": "id-prefix", "values": short},
                                                  {"kind": "cwd", "values": [self.cwd]}])
-            candidates = [str(r["header"]["id"]) for r in found
-                          if self.header_ok(str(r["header"].get("id")), r["header"])]
-        own = self.session_id
-        if own.startswith(text) or (":" in own and own.partition(":")[2].startswith(text)):
-            candidates.append(own)
-        picked = pick_sessions(text, candidates)
-        if len(picked) == 1:
-            return picked[0]
-        if not picked:
-            return text
-        shown = ", ".join(visible(p) for p in picked[:AMBIGUOUS_SHOWN])
-        raise ToolError(AMBIGUOUS_SESSION, f"the session id {visible(text)} matches "
-                        f"{len(picked)} sessions of this workspace: {shown}"
-                        f"{' …' if len(picked) > AMBIGUOUS_SHOWN else ''}; give more of it")
+            candidates += [str(r["header"]["id"]) for r in found
+                           if self.header_ok(str(r["header"].get("id")), r["header"])]
+        resolved: dict[str, str] = {}
+        for text in short:
+            named = [c for c in candidates if c.startswith(text)
+                     or (":" in c and c.partition(":")[2].startswith(text))]
+            picked = pick_sessions(text, named)
+            if len(picked) > 1:
+                shown = ", ".join(visible(p) for p in picked[:AMBIGUOUS_SHOWN])
+                raise ToolError(AMBIGUOUS_SESSION, f"the session id {visible(text)} matches "
+                                f"{len(picked)} sessions of this workspace: {shown}"
+                                f"{' …' if len(picked) > AMBIGUOUS_SHOWN else ''}; give more "
+                                "of it")
+            resolved[text] = picked[0] if picked else text
+        return [resolved.get(t, t) for t in texts]
 
     def records(self, ids: Iterable[str]) -> dict[str, dict[str, Any]]:
         """Listing records of the ids the caller may see: one `filter_sessions` with the id list

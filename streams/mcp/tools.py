@@ -147,8 +147,8 @@ class SessionTools:
             raise unauthorized()
         session_filters: list[dict[str, Any]] = [{"kind": "cwd", "values": [ws.cwd]}]
         if "session_ids" in args:
-            session_filters.append({"kind": "id", "values": [ws.resolve(s)
-                                                             for s in args["session_ids"]]})
+            session_filters.append({"kind": "id",
+                                    "values": ws.resolve_many(args["session_ids"])})
         if created != (None, None):
             session_filters.append({"kind": "created-at", "from": created[0], "to": created[1]})
         if "availability" in args:
@@ -333,7 +333,7 @@ class SessionTools:
 
     def session_reference(self, ws: Workspace, args: dict[str, Any]) -> str:
         non_empty(args, "session_ids")
-        sources = list(dict.fromkeys(ws.resolve(s) for s in args["session_ids"]))
+        sources = list(dict.fromkeys(ws.resolve_many(args["session_ids"])))
         if any(ws.is_self(s) for s in sources):
             raise ToolError("SESSION_REFERENCE_SELF_REFERENCE")
         if len(sources) > self.recall.settings.max_references:

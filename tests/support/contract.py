@@ -43,7 +43,33 @@ def contract_corpus(directory: Path) -> list[Path]:
            [user(0, "child work on needle"), tool_result(1, "needle output", is_error=True),
             log_only(2, "turn/end", {"reason": "error", "error": {"message": "needle crash"}}),
             checkpoint(3, "needle summary", 0, 1, [0, 1])])
+    # Issue 14: a Claude Code session titled by a summary kept in another session's log (the
+    # leaf `a1` is the `message.id` of its assistant message), an injected-context message.
+    _write(directory / "claude-leaf.jsonl",
+           header(CLAUDE_LEAF, cwd="/w/claude/app", created_at=1_764_000_090_000),
+           [user(0, "  why do   the shadow\nbranches pile up?  ", time=1_764_000_090_100),
+            user(1, "<environment_context>needle env</environment_context>", kind="plugin",
+                 plugin="claude-code-meta", time=1_764_000_090_200),
+            assistant(2, "They are never deleted after a reset.", time=1_764_000_090_300)])
+    _write(directory / "claude-summary.jsonl",
+           header(CLAUDE_SUMMARY, cwd="/w/claude", created_at=1_764_000_095_000),
+           [log_only(0, "claude-code/summary", {"summary": "Shadow branch cleanup",
+                                                "leafUuid": "a2"}, ignorable=True,
+                     time=1_764_000_095_000),
+            user(1, "needle again", time=1_764_000_095_100)])
     return sorted(directory.glob("*.jsonl"))
+
+
+CLAUDE_LEAF = "claude-code:5e1c67aa-53e7-4862-81ae-d0e013e3270b"
+CLAUDE_SUMMARY = "claude-code:99b35f7a-4dbd-4d93-9772-3c272cc87caa"
+
+
+def _outcome(call: Callable[[], Any]) -> Any:
+    """A call's answer, or its error code (both runtimes must fail alike too)."""
+    try:
+        return call()
+    except Exception as exc:
+        return {"error": getattr(exc, "code", type(exc).__name__)}
 
 
 def drain_pages(call: Callable[[dict[str, Any]], dict[str, Any]],
@@ -98,6 +124,20 @@ def answers(recall: Any) -> dict[str, Any]:
             items = _drain(recall, method, request)
         out[f"{n}:{scope}:{orjson.dumps(request).decode()}"] = items
     out["list_sessions"] = [i["header"]["id"] for i in recall.list_sessions()]
+    out["listing"] = recall.list_sessions(now_ms=NOW_MS)
+    out["listing:claude"] = recall.list_sessions(agent="claude-code", now_ms=NOW_MS)
+    out["listing:cwd-tree"] = recall.list_sessions(cwd="/w/claude/", now_ms=NOW_MS)
+    out["listing:title"] = recall.list_sessions(title="SHADOW  branch", limit=5, now_ms=NOW_MS)
+    out["resolve:prefix"] = _outcome(lambda: recall.resolve_session("ci-bill"))
+    out["resolve:bare"] = _outcome(lambda: recall.resolve_session(CLAUDE_LEAF.split(":")[1]))
+    out["resolve:ambiguous"] = _outcome(lambda: recall.resolve_session("tie-"))
+    out["resolve:missing"] = _outcome(lambda: recall.resolve_session("nobody"))
+    out["surface:short"] = recall.read_surface("5e1c67aa")
+    out["events:short"] = recall.search_events("99b35f7a", "needle")
+    out["search:not-injected"] = recall.search_sessions(request={
+        "query": "needle", "eventFilters": [{"kind": "source",
+                                             "values": ["user", "compaction", None]}]},
+        now_ms=NOW_MS)
     out["surface:ci"] = recall.read_surface("ci-billing-2025-11-24")
     out["event:ci:7"] = recall.read_event("ci-billing-2025-11-24", 7, before=1, after=1)
     out["trace:ci:7"] = recall.trace_event("ci-billing-2025-11-24", 7)
@@ -163,3 +203,30 @@ def check_expectations(result: dict[str, Any]) -> None:
     assert result["trace:child"]["ancestors"][0]["id"] == "tie-a"
     refs = result["reference:dry"]["additionalContext"]["source"]["references"]
     assert [r["sessionId"] for r in refs] == ["ci-billing-2025-11-24", "child"]
+    # issue 14: titles, agents, short ids, the injected-context filter
+    by_id = {r["header"]["id"]: r for r in result["listing"]}
+    assert (by_id[CLAUDE_LEAF]["title"], by_id[CLAUDE_LEAF]["titleSource"]) == (
+        "Shadow branch cleanup", "summary")
+    assert (by_id[CLAUDE_SUMMARY]["title"], by_id[CLAUDE_SUMMARY]["titleSource"]) == (
+        "needle again", "prompt")
+    assert (by_id["ci-billing-2025-11-24"]["title"],
+            by_id["ci-billing-2025-11-24"]["titleSource"]) == (
+        "Fix the failing CI job on main", "agent")
+    assert by_id[CLAUDE_LEAF]["agent"] == "claude-code" and by_id["child"]["agent"] == "dsh"
+    assert by_id[CLAUDE_LEAF]["eventCount"] == 3
+    assert by_id[CLAUDE_LEAF]["firstEventTime"] == 1_764_000_090_100
+    assert by_id[CLAUDE_LEAF]["lastEventTime"] == 1_764_000_090_300
+    assert [r["header"]["id"] for r in result["listing:claude"]] == [CLAUDE_SUMMARY, CLAUDE_LEAF]
+    assert [r["header"]["id"] for r in result["listing:cwd-tree"]] == [CLAUDE_SUMMARY,
+                                                                       CLAUDE_LEAF]
+    assert [r["header"]["id"] for r in result["listing:title"]] == [CLAUDE_LEAF]
+    assert result["resolve:prefix"] == "ci-billing-2025-11-24"
+    assert result["resolve:bare"] == CLAUDE_LEAF
+    assert result["resolve:ambiguous"] == {"error": "RECALL_AMBIGUOUS_SESSION"}
+    assert result["resolve:missing"] == {"error": "SESSION_QUERY_SESSION_NOT_FOUND"}
+    assert result["surface:short"]["session"]["id"] == CLAUDE_LEAF
+    assert result["events:short"]["session"]["id"] == CLAUDE_SUMMARY
+    hits = {i["header"]["id"]: i for i in result["search:not-injected"]["items"]}
+    assert CLAUDE_LEAF not in hits and CLAUDE_SUMMARY in hits  # only its env context matched
+    assert any(i["header"]["id"] == CLAUDE_LEAF for i in values[0])  # ... which search finds
+    assert {"title", "titleSource", "agent", "eventCount"} <= set(values[0][0])
