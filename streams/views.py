@@ -234,9 +234,8 @@ def entry_lines(event: Mapping[str, Any], surface: str | None, text: str | None 
     body = extract_text(event) if text is None else text
     style = "bold" if target else (DIM if surface == "shadowed" else "")
     badge = f" [{surface}]" if surface else ""
-    head = Text.assemble(("▶ " if target else "─ ", style),
-                         (f"seq {event.get('seq')} · {role_of(event)}{badge}"
-                          f" · {ms_to_iso(int(event.get('time') or 0))}{_marker(event)}", style))
+    head = Text(f"{'▶' if target else '─'} seq {event.get('seq')} · {role_of(event)}{badge}"
+                f" · {ms_to_iso(int(event.get('time') or 0))}{_marker(event)}", style=style)
     lines = [head]
     if body.strip():
         lines += [Text(f"    {line}", style="" if target else style)
