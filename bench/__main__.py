@@ -23,6 +23,7 @@ SUITES = [
     ("bench.agents", "Importers of other agents (issue: other agents)"),
     ("bench.hardening", "Hostile input (issue: hardening)"),
     ("bench.watch", "Live agents: recall watch (issue 15)"),
+    ("bench.listing", "Sessions people can pick (issue 14)"),
 ]
 
 
