@@ -257,3 +257,15 @@ def test_ingest_progress_shows_bytes_rate_and_time_left(tmp_path: Path) -> None:
     piped = Console(file=io.StringIO())
     with ingest_progress(piped, [tmp_path], True) as quiet:
         assert quiet is None
+
+
+def test_references_take_short_ids_and_refuse_ambiguous_ones(data: Path) -> None:
+    dry = invoke(data, "reference", "--target", "env", "--source", "appl", "--message", "see",
+                 "--dry-run", "--json")
+    assert dry.exit_code == 0, dry.output
+    refs = json.loads(dry.stdout)["additionalContext"]["source"]["references"]
+    assert [r["sessionId"] for r in refs] == ["apple-1"]
+    ambiguous = invoke(data, "reference", "--target", "env", "--source", "app-", "--message",
+                       "see", "--dry-run", "--json")
+    assert json.loads(ambiguous.stdout)["error"]["code"] == "RECALL_AMBIGUOUS_SESSION"
+    assert ambiguous.exit_code == 1
