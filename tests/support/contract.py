@@ -124,7 +124,10 @@ def answers(recall: Any) -> dict[str, Any]:
             items = _drain(recall, method, request)
         out[f"{n}:{scope}:{orjson.dumps(request).decode()}"] = items
     out["list_sessions"] = [i["header"]["id"] for i in recall.list_sessions()]
-    out["listing"] = recall.list_sessions(now_ms=NOW_MS)
+    # (the corpus's directories only: a suite may add sessions elsewhere and compare again)
+    out["listing"] = recall.list_sessions(
+        filters=[{"kind": "cwd-tree", "values": ["/home/dev", "/w/claude", "/w/t"]}],
+        now_ms=NOW_MS)
     out["listing:claude"] = recall.list_sessions(agent="claude-code", now_ms=NOW_MS)
     out["listing:cwd-tree"] = recall.list_sessions(cwd="/w/claude/", now_ms=NOW_MS)
     out["listing:title"] = recall.list_sessions(title="SHADOW  branch", limit=5, now_ms=NOW_MS)
