@@ -101,7 +101,9 @@ def _list_sessions(backend: Backend, args: Mapping[str, Any]) -> list[dict[str, 
 #: Where each operation names one session (the argument, or inside `request`).
 _SESSION_ARG: dict[str, tuple[str, ...]] = {
     op: ("sessionId",) for op in ("read_session", "read_surface", "read_event", "trace_event",
-                                  "trace_session", "filter_events")}
+                                  "trace_session", "filter_events",
+                                  # (the target is looked up before anything is appended)
+                                  "append_events")}
 _SESSION_ARG["search_events"] = ("request", "sessionId")
 
 
