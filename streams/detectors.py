@@ -29,7 +29,6 @@ from detect_secrets.filters.heuristic import (
 )
 from detect_secrets.plugins.aws import AWSKeyDetector
 from detect_secrets.plugins.azure_storage_key import AzureStorageKeyDetector
-from detect_secrets.plugins.discord import DiscordBotTokenDetector
 from detect_secrets.plugins.github_token import GitHubTokenDetector
 from detect_secrets.plugins.gitlab_token import GitLabTokenDetector
 from detect_secrets.plugins.jwt import JwtTokenDetector
@@ -41,7 +40,6 @@ from detect_secrets.plugins.sendgrid import SendGridDetector
 from detect_secrets.plugins.slack import SlackDetector
 from detect_secrets.plugins.square_oauth import SquareOAuthDetector
 from detect_secrets.plugins.stripe import StripeDetector
-from detect_secrets.plugins.telegram_token import TelegramBotTokenDetector
 from detect_secrets.plugins.twilio import TwilioKeyDetector
 
 from projections.errors import ConfigError
@@ -146,8 +144,11 @@ def _plugin_rules(plugin: type, kind: str, hints: Sequence[tuple[str, ...]], *,
 
 
 def library_rules() -> list[Rule]:
-    """detect-secrets' detectors for well-known formats (not its generic keyword, entropy,
-    IP, basic-auth or private-key-line detectors: the agent-log rules below replace those)."""
+    """detect-secrets' detectors for well-known formats. Left out: its generic keyword, entropy,
+    IP, basic-auth and private-key-line detectors (the agent-log rules below replace those), the
+    IBM/SoftLayer/Cloudant/Artifactory ones (generic `key = <n chars>` shapes named after one
+    vendor, or matches that include the surrounding quotes), and Discord and Telegram (patterns
+    with no literal anchor: every string pays for them, and they match inside long ids)."""
     return [
         *_plugin_rules(AWSKeyDetector, "aws-access-key",
                        [("A3T", "ABIA", "ACCA", "AKIA", "ASIA"), cased("aws")], groups=[0, 1]),
@@ -171,8 +172,6 @@ def library_rules() -> list[Rule]:
         *_plugin_rules(SquareOAuthDetector, "square-oauth", [("sq0csp-",)]),
         *_plugin_rules(MailchimpDetector, "mailchimp-key", [("-us",)]),
         *_plugin_rules(TwilioKeyDetector, "twilio-key", [("AC",), ("SK",)]),
-        *_plugin_rules(DiscordBotTokenDetector, "discord-token", [(".",)]),
-        *_plugin_rules(TelegramBotTokenDetector, "telegram-token", [(":",)]),
     ]
 
 
@@ -181,28 +180,44 @@ _SECRET_WORDS = (r"api[_-]?key|apikey|secret(?:[_-]?key)?|client[_-]?secret|pass
                  r"access[_-]?key|credentials?|auth[_-]?key|signing[_-]?key|encryption[_-]?key")
 #: A key that *ends* in a secret word: `db_password`, `apiKey`, `GITHUB_TOKEN` — not `tokenCount`.
 SECRET_KEY = re.compile(rf"(?i)[A-Za-z0-9_.-]*?(?:{_SECRET_WORDS})")
-_KEY_HINTS = cased("key", "secret", "passw", "pwd", "token", "credential")
+#: The same words case-sensitively in their usual spellings (snake, camel, UPPER); the rule is
+#: anchored at the word's first letters (an alternation tried at every position, let alone an
+#: IGNORECASE one, costs 10-40x more on agent logs). The key may have any prefix (`db_password`).
+_KEY_QUALIFIERS = ("api", "Api", "API", "private", "Private", "PRIVATE", "access", "Access",
+                   "ACCESS", "auth", "Auth", "AUTH", "signing", "Signing", "SIGNING", "encryption",
+                   "Encryption", "ENCRYPTION", "secret", "Secret", "SECRET")
+_KEY_WORD = ("(?:" + "|".join(_KEY_QUALIFIERS) + r")[_-]?(?:key|Key|KEY)|apikey|APIKEY|"
+             r"[Ss]ecret|SECRET|[Pp]assw(?:or)?d|PASSW(?:OR)?D|[Pp]wd|PWD|[Tt]oken|TOKEN|"
+             r"[Cc]redentials?|CREDENTIALS?")
+#: Hints of the key rule (JSON keys): the words such a key ends with. Of the assignment rule:
+#: the words' starts (it is anchored there).
+_KEY_HINTS = cased("key", "secret", "password", "passwd", "pwd", "token", "credential",
+                   "credentials")
+_ASSIGNMENT_HINTS = tuple(dict.fromkeys((*_KEY_QUALIFIERS, "apikey", "APIKEY",
+                                         *cased("passw", "pwd", "token", "credential"))))
 #: A secret-named environment variable: one of its `_`-separated words is TOKEN, SECRET,
 #: PASSWORD… or it ends in a qualified KEY (`OPENAI_API_KEY`, `AWS_SECRET_ACCESS_KEY`) — so not
-#: `MAX_TOKENS`, `TOKENIZERS_PARALLELISM` or `KEY_PATH`.
-_ENV_NAME = (r"(?:[A-Z0-9]+_)*(?:TOKEN|SECRET|SECRETS|PASSWORD|PASSWD|PWD|PASS|APIKEY|CREDENTIALS?|"
-             r"PASSPHRASE|(?:API|ACCESS|PRIVATE|SECRET|CLIENT|SERVICE|ACCOUNT|SIGNING|ENCRYPTION|"
-             r"MASTER|APP|AUTH|LICENSE)_KEY)(?:_[A-Z0-9]+)*")
+#: `MAX_TOKENS`, `TOKENIZERS_PARALLELISM` or `KEY_PATH`. The match starts at that word (the rule
+#: is anchored at it); the words before it are the rest of the name.
+_ENV_WORDS = ("TOKEN", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "PWD", "PASS", "APIKEY",
+              "CREDENTIAL", "CREDENTIALS", "PASSPHRASE")
+_ENV_QUALIFIERS = ("API", "ACCESS", "PRIVATE", "SECRET", "CLIENT", "SERVICE", "ACCOUNT", "SIGNING",
+                   "ENCRYPTION", "MASTER", "APP", "AUTH", "LICENSE")
 _ENV = re.compile(
-    r"(?:^|(?<=[\s;&|(`]))(?:export[ \t]+|set[ \t]+|setenv[ \t]+)?"
-    rf"(?P<name>{_ENV_NAME})=(?P<q>[\"']?)(?P<value>[^\s\"'`\\;]+)(?P=q)",
-    re.MULTILINE)
-_ENV_HINTS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "PWD", "PASS", "KEY", "CREDENTIAL",
-              "PASSPHRASE")
+    r"(?<![A-Za-z0-9])(?:" + "|".join(sorted(_ENV_WORDS, key=len, reverse=True)) + "|(?:"
+    + "|".join(_ENV_QUALIFIERS) + r")_KEY)(?:_[A-Z0-9]+)*="
+    r"(?P<q>[\"']?)(?P<value>[^\s\"'`\\;]+)(?P=q)")
+_ENV_HINTS = ("TOKEN", "SECRET", "PWD", "PASS", "APIKEY", "CREDENTIAL",
+              *(f"{q}_KEY" for q in _ENV_QUALIFIERS))
 
 
 def agent_log_rules() -> list[Rule]:
     """What agent logs hold and detect-secrets misses (see the module docstring)."""
     def own(kind: str, pattern: str, *, flags: int = 0, group: int | str | None = None,
             hints: tuple[str, ...] = (), bounded: bool = False,
-            check: object = None) -> Rule:
+            check: object = None, anchored: bool = False) -> Rule:
         return Rule(kind, re.compile(pattern, flags), group=group, hints=hints, bounded=bounded,
-                    check=check, origin="recall")  # type: ignore[arg-type]
+                    check=check, origin="recall", anchored=anchored)  # type: ignore[arg-type]
 
     return [
         # The whole block, body included; a block cut short (no END line) to its last base64 line.
@@ -230,20 +245,20 @@ def agent_log_rules() -> list[Rule]:
             r"(?P<pw>[^\s/?#@\"'<>{}\[\]\\]+)@[^\s/?#@\"'<>\\]",
             group="pw", hints=("://",), check=is_credential),
         own("bearer-token",
-            r"(?i)\b(?:proxy-)?authorization\b[\"']?\s*[:=]\s*[\"']?(?:bearer|token|basic)\s+"
+            r"(?i)authorization\b[\"']?\s*[:=]\s*[\"']?(?:bearer|token|basic)\s+"
             r"(?P<v>[A-Za-z0-9._~+/-]{8,}=*)",
-            group="v", hints=cased("authorization"), check=is_credential),
-        own("bearer-token", r"(?i)\bbearer\s+(?P<v>[A-Za-z0-9._~+/-]{16,}=*)", group="v",
-            hints=cased("bearer"), check=is_bearer_token),
+            group="v", hints=cased("authorization"), check=is_credential, anchored=True),
+        own("bearer-token", r"(?i)(?<![A-Za-z0-9])bearer\s+(?P<v>[A-Za-z0-9._~+/-]{16,}=*)",
+            group="v", hints=cased("bearer"), check=is_bearer_token, anchored=True),
         # export FOO_TOKEN=…, .env lines, `FOO_PASSWORD=… cmd`: the name decides, not entropy.
         Rule("env-secret", _ENV, group="value", hints=_ENV_HINTS, check=is_env_secret,
-             origin="recall"),
+             origin="recall", anchored=True),
         # password = "…", "apiKey": "…", secret: … — the value must look machine-made.
         own("secret-assignment",
-            rf"(?i)(?<![A-Za-z0-9])[\"']?[A-Za-z0-9_.-]*?(?:{_SECRET_WORDS})[\"']?\]?[ \t]*"
+            rf"(?:{_KEY_WORD})[\"']?\]?[ \t]*"
             r"(?::=|=>|[:=])[ \t]*(?:(?P<q>[\"'`])(?P<quoted>[^\s\"'`\\]{10,})(?P=q)"
             r"|(?P<bare>[^\s\"'`\\,;()\[\]{}<>]{10,})(?![^\s\"'`\\,;)\]}<>]))",
-            group=("quoted", "bare"), hints=_KEY_HINTS, check=looks_random),
+            group=("quoted", "bare"), hints=_ASSIGNMENT_HINTS, check=looks_random, anchored=True),
     ]
 
 

@@ -71,8 +71,6 @@ def planted_secrets(seed: int = 18) -> list[Planted]:
     twilio = "S" + "K" + _r(rng, 32, LOWER_ALNUM)
     mailchimp = _r(rng, 32, LOWER_ALNUM) + "-us" + str(rng.randrange(1, 20))
     square = "sq0" + "csp-" + _r(rng, 43, URLSAFE)
-    discord = "M" + _r(rng, 23, URLSAFE) + "." + _r(rng, 6, URLSAFE) + "." + _r(rng, 27, URLSAFE)
-    telegram = str(rng.randrange(10**8, 10**9)) + ":" + _r(rng, 35, URLSAFE)
     db_password = _r(rng, 18)
     bearer = _r(rng, 40, URLSAFE)
     env_token = _r(rng, 32)
@@ -102,8 +100,6 @@ def planted_secrets(seed: int = 18) -> list[Planted]:
         Planted("twilio-key", twilio, f"twilio api key {twilio}"),
         Planted("mailchimp-key", mailchimp, f"mailchimp {mailchimp}"),
         Planted("square-oauth", square, f"square secret {square}"),
-        Planted("discord-token", discord, f"DISCORD bot: {discord}"),
-        Planted("telegram-token", telegram, f"telegram bot {telegram} posts alerts"),
         Planted("private-key", key_body.split("\n")[2], f"cat id_rsa\n{private_key}\n"),
         Planted("basic-auth", db_password,
                 f"DATABASE_URL=postgres://app:{db_password}@db.internal:5432/prod"),
