@@ -241,9 +241,8 @@ def agent_log_rules() -> list[Rule]:
         own("slack-token", r"xapp-\d-[A-Z0-9]+-\d+-[a-z0-9]+", hints=("xapp-",), bounded=True),
         # scheme://user:PASSWORD@host — only the password; user and host stay searchable.
         own("basic-auth",
-            r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/?#@\"'<>{}\[\]\\]+:"
-            r"(?P<pw>[^\s/?#@\"'<>{}\[\]\\]+)@[^\s/?#@\"'<>\\]",
-            group="pw", hints=("://",), check=is_credential),
+            r"://[^\s:/?#@\"'<>{}\[\]\\]+:(?P<pw>[^\s/?#@\"'<>{}\[\]\\]+)@[^\s/?#@\"'<>\\]",
+            group="pw", hints=("://",), check=is_credential, anchored=True),
         own("bearer-token",
             r"(?i)authorization\b[\"']?\s*[:=]\s*[\"']?(?:bearer|token|basic)\s+"
             r"(?P<v>[A-Za-z0-9._~+/-]{8,}=*)",

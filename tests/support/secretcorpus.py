@@ -182,3 +182,107 @@ def code_corpus(seed: int = 16, copies: int = 20) -> list[str]:
             f"color: #{rng.randrange(16**6):06x}; background: #{rng.randrange(16**6):06x};",
         ]
     return texts
+
+
+# --- sessions carrying the planted secrets -------------------------------------------------------
+
+def _event(seq: int, kind: str, data: Any, **extra: Any) -> dict[str, Any]:
+    return {"type": kind, "seq": seq, "time": 1_700_000_000_000 + seq * 1000, "data": data,
+            **extra}
+
+
+def _user(seq: int, text: str, **extra: Any) -> dict[str, Any]:
+    return _event(seq, "user/message", {"id": f"m{seq}", "role": "user",
+                                        "source": {"kind": "user"},
+                                        "content": [{"type": "text", "text": text}]},
+                  surfaceOp="append", **extra)
+
+
+def _assistant(seq: int, text: str, call: dict[str, Any] | None = None) -> dict[str, Any]:
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    if call is not None:
+        content.append({"type": "tool-call", "toolCallId": f"call{seq}", "name": "bash",
+                        "arguments": call})
+    return _event(seq, "assistant/message", {"turn": 0, "step": 0, "message": {
+        "id": f"a{seq}", "role": "assistant", "content": content}}, surfaceOp="append")
+
+
+def _result(seq: int, output: str) -> dict[str, Any]:
+    return _event(seq, "tool/result", {"turn": 0, "step": 0, "message": {
+        "id": f"t{seq}", "role": "tool", "content": [
+            {"type": "tool-result", "toolCallId": f"call{seq - 1}", "content": output,
+             "isError": False}]}}, surfaceOp="append")
+
+
+def secret_sessions(seed: int = 18) -> dict[str, list[dict[str, Any]]]:
+    """Session id → [header, events…]: every planted secret in a user prompt, a tool result,
+    tool-call arguments (a tool/call event and an assistant tool-call block) and a compaction
+    summary (the compaction/summary event and the checkpoint that replaces the surface)."""
+    planted = planted_secrets(seed)
+    cwd = "/work/secrets-demo"
+    sessions: dict[str, list[dict[str, Any]]] = {}
+
+    def header(sid: str, n: int) -> dict[str, Any]:
+        return {"type": "session", "version": 0, "id": sid, "cwd": cwd,
+                "createdAt": 1_700_000_000_000 + n}
+
+    prompts = [header("leak-prompts", 1)]
+    prompts += [_user(i, f"deploy notes {i}: {p.text}") for i, p in enumerate(planted)]
+    sessions["leak-prompts"] = prompts
+
+    results = [header("leak-results", 2)]
+    for i, p in enumerate(planted):
+        results.append(_assistant(2 * i, f"running step {i}", {"command": f"cat step{i}.log"}))
+        results.append(_result(2 * i + 1, f"step {i} output:\n{p.text}\nexit 0"))
+    sessions["leak-results"] = results
+
+    calls = [header("leak-calls", 3)]
+    seq = 0
+    for i, p in enumerate(planted):
+        calls.append(_assistant(seq, f"calling tool {i}", {"command": p.text}))
+        calls.append(_event(seq + 1, "tool/call", {"turn": 0, "step": 0, "callId": f"k{i}",
+                                                   "name": "bash",
+                                                   "arguments": {"command": p.text,
+                                                                 "env": {"NOTE": p.text}}}))
+        calls.append(_result(seq + 2, f"tool {i} done"))
+        seq += 3
+    sessions["leak-calls"] = calls
+
+    compacted = [header("leak-compacted", 4)]
+    compacted += [_user(0, "first prompt: build the release"), _assistant(1, "building")]
+    summary = "Summary of the work so far:\n" + "\n".join(p.text for p in planted)
+    compacted.append(_event(2, "compaction/start", {"compactionId": "c1", "turn": None}))
+    compacted.append(_event(3, "compaction/summary", {
+        "compactionId": "c1", "summary": summary, "shadowedRange": {"start": 0, "end": 1},
+        "shadowedSeqs": [0, 1], "shadowedTokenCount": 900, "provider": "p", "model": "m"}))
+    compacted.append(_event(4, "user/message", {
+        "id": "m4", "role": "user", "source": {"kind": "plugin", "plugin": "compact",
+                                               "compactionId": "c1"},
+        "content": [{"type": "text", "text": summary}]},
+        surfaceOp={"op": "replace", "start": 0, "end": 1}, sourceEventSeqs=[2, 3, 0, 1]))
+    compacted.append(_event(5, "compaction/end", {"compactionId": "c1", "turn": None}))
+    compacted.append(_user(6, "continue after the compaction"))
+    compacted.append(_assistant(7, "continuing the release"))
+    sessions["leak-compacted"] = compacted
+
+    sessions["clean-target"] = [header("clean-target", 5), _user(0, "what did we deploy?"),
+                                _assistant(1, "let me look at the other sessions")]
+    return sessions
+
+
+def write_sessions(directory: Any, sessions: dict[str, list[dict[str, Any]]]) -> list[Any]:
+    """One JSONL file per session; returns the paths."""
+    directory.mkdir(parents=True, exist_ok=True)
+    paths = []
+    for sid, lines in sessions.items():
+        path = directory / f"{sid}.jsonl"
+        path.write_bytes(b"".join(orjson.dumps(line) + b"\n" for line in lines))
+        paths.append(path)
+    return paths
+
+
+def secret_fragments(value: str) -> list[str]:
+    """The value and its long alphanumeric runs: none may be findable once redacted (a token
+    index splits `ghp_…` at `_`, so the body alone is a token of its own)."""
+    runs = [r for r in "".join(c if c.isalnum() else " " for c in value).split() if len(r) >= 12]
+    return [value, *runs]
