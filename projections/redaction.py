@@ -163,17 +163,29 @@ class _Plan:
                                            implementation=Implementation.DFA) \
             if self.hints else None
 
-    def found(self, data: bytes) -> tuple[list[int], bool]:
-        """Indexes of the hints occurring in `data`, ascending, and whether a key hint closes a
-        JSON object key there (`…token":`: `data` is compact JSON, as orjson writes it)."""
+    def found(self, data: bytes, *, json: bool = True) -> tuple[list[int], bool]:
+        """Indexes of the hints occurring in string *values* of `data`, ascending, and whether a
+        key hint closes a JSON object key there (`…token":`). `data` is compact JSON (orjson's),
+        where a key's closing quote, and only a key's, is followed by a colon: a hint inside a
+        key (`"input_tokens":`) wakes no value rule. `json=False`: `data` is plain text, where
+        every occurrence counts."""
         if self._automaton is None:
             return [], self.key_always
         hits: set[int] = set()
         keys = self.key_always
         for index, _, end in self._automaton.find_matches_as_indexes(data, overlapping=True):
-            hits.add(index)
-            if not keys and self.key_hint[index] and data.startswith(b'":', end):
+            if index in hits:
+                continue
+            if not json:
+                hits.add(index)
+                continue
+            if self.key_hint[index] and data.startswith(b'":', end):
                 keys = True
+                continue
+            quote = data.find(b'"', end)
+            if quote > 0 and data[quote - 1] != 0x5C and data.startswith(b":", quote + 1):
+                continue  # inside a key (an escaped quote is taken for a value's: conservative)
+            hits.add(index)
         return sorted(hits), keys
 
     def active(self, found: list[int]) -> tuple[tuple[str, tuple[int, ...]], ...]:
@@ -227,7 +239,7 @@ class Redactor:
         token rule, and nothing inside a private key block is named apart from the block)."""
         if not self.enabled or not text:
             return []
-        found, _ = self._plan.found(text.encode("utf-8", "surrogatepass"))
+        found, _ = self._plan.found(text.encode("utf-8", "surrogatepass"), json=False)
         candidates = sorted({i for _, idx in self._plan.active(found) for i in idx}
                             | set(self._plan.always))
         return self._findings(text, candidates)

@@ -213,7 +213,8 @@ _ENV_HINTS = ("TOKEN", "SECRET", "PWD", "PASS", "APIKEY", "CREDENTIAL",
 
 def agent_log_rules() -> list[Rule]:
     """What agent logs hold and detect-secrets misses (see the module docstring)."""
-    def own(kind: str, pattern: str, *, flags: int = 0, group: int | str | None = None,
+    def own(kind: str, pattern: str, *, flags: int = 0,
+            group: int | str | tuple[str, ...] | None = None,
             hints: tuple[str, ...] = (), bounded: bool = False,
             check: object = None, anchored: bool = False) -> Rule:
         return Rule(kind, re.compile(pattern, flags), group=group, hints=hints, bounded=bounded,

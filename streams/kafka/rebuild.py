@@ -30,8 +30,8 @@ from aiokafka.structs import OffsetAndMetadata
 
 from projections.errors import RecallError
 from streams.agents import fold_messages
-from streams.kafka.fleet import Lineup, ensure_fleet_topics, publish_lineup, read_lineup
 from streams.detectors import build_redactor
+from streams.kafka.fleet import Lineup, ensure_fleet_topics, publish_lineup, read_lineup
 from streams.kafka.foldstep import FoldProcessor, read_position
 from streams.settings import Settings
 from streams.topics import Topics, bootstrap_servers, ensure_topics
