@@ -23,6 +23,7 @@ SUITES = [
     ("bench.agents", "Importers of other agents (issue: other agents)"),
     ("bench.hardening", "Hostile input (issue: hardening)"),
     ("bench.watch", "Live agents: recall watch (issue 15)"),
+    ("bench.redaction", "Redaction of secrets (issue 18)"),
 ]
 
 
