@@ -115,13 +115,17 @@ def test_a_prepared_reference_carries_markers_not_secrets(recall: Recall) -> Non
                                    dry_run=True)
     assert "[redacted:github-token]" in orjson.dumps(dry).decode()
     assert leaked(dry) == []
-    done = recall.prepare_reference("clean-target", "what leaked?", references=references,
-                                    message_id="ref-1")
-    assert done["appended"] and leaked(done) == []
-    assert leaked(recall.read_session("clean-target")) == []
-    # the appended context went into the target's own log: that copy is redacted too
-    store = Path(recall.settings.data_dir) / "store" / session_file_name("clean-target")
-    assert leaked(store.read_text()) == []
+    returned = recall.prepare_reference("clean-target", "what leaked?", references=references,
+                                        message_id="ref-1")
+    assert returned["delivery"] == "returned" and leaked(returned) == []
+    # a session recall writes gets [context, readable] appended to its own log: redacted too
+    recall.create_session("recall-target", cwd=CWD)
+    done = recall.prepare_reference("recall-target", "what leaked?", references=references,
+                                    message_id="ref-2")
+    assert done["delivery"] == "appended" and done["appended"] and leaked(done) == []
+    assert leaked(recall.read_session("recall-target")) == []
+    store = Path(recall.settings.data_dir) / "store" / session_file_name("recall-target")
+    assert "[redacted:github-token]" in store.read_text() and leaked(store.read_text()) == []
 
 
 def test_agent_tool_answers_hold_no_secret(recall: Recall) -> None:
