@@ -24,6 +24,7 @@ SUITES = [
     ("bench.hardening", "Hostile input (issue: hardening)"),
     ("bench.watch", "Live agents: recall watch (issue 15)"),
     ("bench.listing", "Sessions people can pick (issue 14)"),
+    ("bench.redaction", "Redaction of secrets (issue 18)"),
 ]
 
 

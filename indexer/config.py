@@ -34,6 +34,9 @@ class IndexConfig:
     max_snapshots: int = 16
     #: Trigram-index every document, not only CJK ones (costs roughly 3x the token index).
     substring: bool = False
+    #: Fingerprint of the redaction rules the index's records were made with ("off": none).
+    #: Recorded in every shard; a shard recorded with other rules is outdated (rebuilt).
+    redaction: str = "off"
 
     def __post_init__(self) -> None:
         _positive_int("shards", self.shards)
@@ -54,3 +57,5 @@ class IndexConfig:
             raise query_error(INVALID_CONFIG, "snapshotRetentionS must be a positive number")
         if not isinstance(self.substring, bool):
             raise query_error(INVALID_CONFIG, "substring must be a boolean")
+        if not isinstance(self.redaction, str) or not self.redaction:
+            raise query_error(INVALID_CONFIG, "redaction must be a rules fingerprint")

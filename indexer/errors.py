@@ -37,8 +37,9 @@ class SourceConflict(SessionQueryError):
 
 
 class IndexOutdated(SessionQueryError):
-    """A shard was written by an older schema version; the runtime rebuilds it from its source
-    (the embedded store, or the Kafka documents topic) instead of refusing the data dir."""
+    """A shard was written by an older schema version or under other redaction rules; the runtime
+    rebuilds it from its source (the embedded store, or the Kafka documents topic) instead of
+    refusing the data dir."""
 
     code = INDEX_FAILED
     hint = "rebuild the index from its source (`recall reindex`)"

@@ -13,7 +13,8 @@ from indexer.shardset import ShardSet
 
 
 def shard_stats(shardset: ShardSet) -> list[dict[str, Any]]:
-    """Per shard: sessions, events, documents, bytes on disk (db + WAL), generation, epoch."""
+    """Per shard: sessions, events, documents, bytes on disk (db + WAL), generation, epoch, the
+    redaction rules' fingerprint and the secrets redacted, by kind (never a secret itself)."""
     out: list[dict[str, Any]] = []
     for shard in shardset:
         size = sum(os.path.getsize(p) for p in (shard.path, shard.path.with_name(
@@ -27,9 +28,19 @@ def shard_stats(shardset: ShardSet) -> list[dict[str, Any]]:
                 "documents": c.execute("SELECT count(*) FROM events WHERE len > 0").fetchone()[0],
                 "textChars": c.execute("SELECT coalesce(sum(len), 0) FROM events").fetchone()[0],
                 "bytes": size, "generation": meta.generation, "epoch": meta.epoch,
-                "substring": meta.substring,
+                "substring": meta.substring, "redaction": meta.redaction,
+                "redacted": dict(sorted(meta.redacted.items())),
             })
     return out
+
+
+def redaction_totals(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """Secrets redacted per kind over `shard_stats` rows, most frequent first."""
+    totals: dict[str, int] = {}
+    for row in rows:
+        for kind, n in row.get("redacted", {}).items():
+            totals[kind] = totals.get(kind, 0) + int(n)
+    return dict(sorted(totals.items(), key=lambda kv: (-kv[1], kv[0])))
 
 
 def check_integrity(shardset: ShardSet) -> dict[int, list[str]]:

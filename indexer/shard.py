@@ -12,7 +12,7 @@ import secrets
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import apsw
@@ -24,11 +24,15 @@ from indexer.schema import APPLICATION_ID, DDL, PAGE_SIZE, SCHEMA_VERSION
 
 @dataclass(frozen=True, slots=True)
 class ShardMeta:
-    """What a shard says about itself: generation counter, epoch id, substring coverage."""
+    """What a shard says about itself: generation counter, epoch id, substring coverage, the
+    fingerprint of the redaction rules its records were made with and how many secrets of each
+    kind its stored events had redacted."""
 
     generation: int
     epoch: str
     substring: bool
+    redaction: str = "off"
+    redacted: dict[str, int] = field(default_factory=dict)
 
 
 def _create_file(path: Path) -> None:
@@ -39,7 +43,8 @@ def _create_file(path: Path) -> None:
 class Shard:
     """One shard file: `writer` (under the ShardSet's write lock) and `reader()` connections."""
 
-    def __init__(self, path: Path, index: int, shard_count: int, *, substring: bool) -> None:
+    def __init__(self, path: Path, index: int, shard_count: int, *, substring: bool,
+                 redaction: str = "off") -> None:
         self.path = path
         self.index = index
         self._idle: list[Conn] = []
@@ -56,8 +61,8 @@ class Shard:
             raise query_error(INDEX_FAILED, f"cannot open shard {path.name}: {exc}") from exc
         try:
             if fresh:
-                self._initialize(index, shard_count, substring)
-            self._verify(index, shard_count)
+                self._initialize(index, shard_count, substring, redaction)
+            self._verify(index, shard_count, redaction)
             self.writer.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL")
             meta = self.meta(self.writer)
         except apsw.Error as exc:
@@ -69,7 +74,7 @@ class Shard:
         self.epoch = meta.epoch
         self.substring = meta.substring
 
-    def _initialize(self, index: int, shard_count: int, substring: bool) -> None:
+    def _initialize(self, index: int, shard_count: int, substring: bool, redaction: str) -> None:
         c = self.writer
         # Blocks of ~1 KB and FTS5 leaves of ~4 KB pack better into 8 KB pages than into 4 KB.
         c.execute(f"PRAGMA page_size = {PAGE_SIZE}")
@@ -81,6 +86,7 @@ class Shard:
                 ("generation", "0"), ("epoch", secrets.token_hex(8)),
                 ("substring", "1" if substring else "0"),
                 ("shard_index", str(index)), ("shard_count", str(shard_count)),
+                ("redaction", redaction),
             ])
             c.execute(f"PRAGMA application_id = {APPLICATION_ID}")
             c.execute(f"PRAGMA user_version = {SCHEMA_VERSION}")
@@ -89,7 +95,7 @@ class Shard:
             c.execute("ROLLBACK")
             raise
 
-    def _verify(self, index: int, shard_count: int) -> None:
+    def _verify(self, index: int, shard_count: int, redaction: str) -> None:
         app_id = self.writer.execute("PRAGMA application_id").fetchone()[0]
         version = self.writer.execute("PRAGMA user_version").fetchone()[0]
         if app_id != APPLICATION_ID:
@@ -103,10 +109,17 @@ class Shard:
                               f"this build reads {SCHEMA_VERSION}",
                               hint="use the newer session-recall that wrote it")
         stored = dict(self.writer.execute(
-            "SELECT key, value FROM meta WHERE key IN ('shard_index', 'shard_count')").fetchall())
+            "SELECT key, value FROM meta WHERE key IN ('shard_index', 'shard_count', 'redaction')"
+        ).fetchall())
+        rules = stored.pop("redaction", None)
         if stored != {"shard_index": str(index), "shard_count": str(shard_count)}:
             raise query_error(INVALID_CONFIG, f"{self.path.name} belongs to a {stored.get('shard_count')}"
                               f"-shard index, not {shard_count}", hint="open with the same shard count")
+        if rules != redaction:
+            # The stored raw events and texts were redacted by other rules (or none, or by an
+            # older build that recorded none): serving or extending them would mix the two.
+            raise IndexOutdated(f"{self.path.name} was built with redaction rules "
+                                f"{rules or 'unrecorded'}; the settings now ask for {redaction}")
 
     def meta(self, conn: Conn | None = None) -> ShardMeta:
         """The shard's meta row as `conn` (default: a pooled reader) sees it."""
@@ -114,7 +127,10 @@ class Shard:
             with self.reader() as reader:
                 return self.meta(reader)
         rows = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-        return ShardMeta(int(rows["generation"]), str(rows["epoch"]), rows["substring"] == "1")
+        redacted = {str(k)[len("redacted:"):]: int(v) for k, v in rows.items()
+                    if str(k).startswith("redacted:")}
+        return ShardMeta(int(rows["generation"]), str(rows["epoch"]), rows["substring"] == "1",
+                         str(rows.get("redaction") or "unrecorded"), redacted)
 
     @contextmanager
     def reader(self) -> Iterator[Conn]:

@@ -55,7 +55,8 @@ class ShardSet:
         """`key_dir` holds the cursor-signing key (default: `root`). Generations of one index
         share it, so a cursor from a replaced generation is STALE rather than INVALID.
 
-        A shard of an older schema version raises IndexOutdated (the embedded runtime rebuilds a
+        A shard of an older schema version, or built under other redaction rules (a different
+        `config.redaction` fingerprint), raises IndexOutdated (the embedded runtime rebuilds a
         new generation from its store); with `reset_outdated` such shard files are deleted and
         start empty instead — for owners whose source can be replayed into them (a Kafka index
         worker re-reads its partitions from the compacted documents topic)."""
@@ -77,13 +78,15 @@ class ShardSet:
             for i in range(self.config.shards):
                 path = self.root / shard_file_name(i)
                 try:
-                    shard = Shard(path, i, self.config.shards, substring=self.config.substring)
+                    shard = Shard(path, i, self.config.shards, substring=self.config.substring,
+                                  redaction=self.config.redaction)
                 except IndexOutdated:
                     if not reset_outdated:
                         raise
                     for suffix in ("", "-wal", "-shm"):
                         Path(str(path) + suffix).unlink(missing_ok=True)
-                    shard = Shard(path, i, self.config.shards, substring=self.config.substring)
+                    shard = Shard(path, i, self.config.shards, substring=self.config.substring,
+                                  redaction=self.config.redaction)
                 self.shards.append(shard)
                 self._writers.append(ShardWriter(shard.writer, shard.epoch,
                                                  substring=shard.substring))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import bisect
 import re
+from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,7 @@ from indexer.schema import (
 from projections.events import header_key_fields
 from projections.extraction import extract_text
 from projections.records import EventRecord, HeaderRecord, IndexRecord
+from projections.redaction import count_markers
 from projections.surfaces import Surface
 from projections.titles import (
     CLAUDE_AGENT,
@@ -447,18 +449,36 @@ def apply_records(w: ShardWriter, records: Iterable[IndexRecord], *,
     is written, so the order of effects is the per-record one."""
     changed = False
     appends = _Appends(w)
+    redacted: Counter[str] = Counter()
     for record in records:
         if batched and isinstance(record, EventRecord) and appends.is_fresh(record):
             appends.add(record)
+            redacted.update(count_markers(record.raw))
             changed = True
             continue
         appends.flush()
         if isinstance(record, HeaderRecord):
             changed = apply_header(w, record) or changed
-        else:
-            changed = apply_event(w, record) or changed
+        elif apply_event(w, record):
+            redacted.update(count_markers(record.raw))
+            changed = True
     appends.flush()
+    if redacted:
+        add_redaction_counts(w.conn, redacted)
     return changed
+
+
+#: Meta keys counting the redaction markers of the stored events, one per kind.
+REDACTED_PREFIX = "redacted:"
+
+
+def add_redaction_counts(conn: Conn, counts: Counter[str]) -> None:
+    """Add the markers of newly stored events to the shard's per-kind totals (in the caller's
+    transaction, so they count each stored event exactly once)."""
+    conn.executemany(
+        "INSERT INTO meta(key, value) VALUES (?, ?) ON CONFLICT(key) DO UPDATE"
+        " SET value = CAST(CAST(value AS INTEGER) + CAST(excluded.value AS INTEGER) AS TEXT)",
+        [(REDACTED_PREFIX + kind, str(n)) for kind, n in sorted(counts.items())])
 
 
 def apply_positions(conn: Conn, positions: dict[str, int]) -> None:

@@ -2,7 +2,10 @@
 
 Both runtimes run exactly this step (embedded: over the local store; Kafka: in the fold agent,
 whose output goes to `<p>.documents`), so they write identical rows. A compaction that shadows N
-events is one EventRecord carrying its Replacement, not N re-sent texts.
+events is one EventRecord carrying its Replacement, not N re-sent texts. Secrets are redacted here
+(projections.redaction), before anything leaves the log: the record's text *and* raw event are
+the redacted ones, so the index, the documents topic and every read made from them never hold
+a secret; the store keeps the original.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import orjson
 from projections.events import SURFACE_TYPES
 from projections.extraction import extract_text
 from projections.fold import Replacement, Step, SurfaceState, plan
+from projections.redaction import NO_REDACTION, Redactor
 from projections.surfaces import Surface
 
 
@@ -55,16 +59,22 @@ class EventRecord:
 IndexRecord = HeaderRecord | EventRecord
 
 
-def event_record(session_id: str, event: Mapping[str, Any], step: Step) -> EventRecord:
-    """The record of an event the fold has just accepted with `step`."""
+def event_record(session_id: str, event: Mapping[str, Any], step: Step, *,
+                 redactor: Redactor = NO_REDACTION) -> EventRecord:
+    """The record of an event the fold has just accepted with `step`, redacted by `redactor`
+    (the fold itself always runs on the original event: redaction never changes the surface)."""
     kind = str(event["type"])
     surface = Surface.CURRENT if kind in SURFACE_TYPES else Surface.LOG_ONLY
+    raw = orjson.dumps(dict(event))
+    shown, counts = redactor.redact_event(event, raw)
+    if counts:
+        raw = orjson.dumps(dict(shown))
     return EventRecord(session_id, int(event["seq"]), kind, int(event["time"]), surface,
-                       extract_text(event), orjson.dumps(dict(event)), step.replacement)
+                       extract_text(shown), raw, step.replacement)
 
 
-def fold_records(session_id: str, state: SurfaceState,
-                 events: Sequence[Mapping[str, Any]]) -> tuple[SurfaceState, list[EventRecord]]:
+def fold_records(session_id: str, state: SurfaceState, events: Sequence[Mapping[str, Any]], *,
+                 redactor: Redactor = NO_REDACTION) -> tuple[SurfaceState, list[EventRecord]]:
     """Fold `events` onto `state`; return the new state and one record per event. Raises FoldError
     at the first invalid event and returns nothing then: callers needing partial progress go one
     event at a time."""
@@ -72,7 +82,7 @@ def fold_records(session_id: str, state: SurfaceState,
     for event in events:
         step = plan(state, event)
         state = step.state
-        records.append(event_record(session_id, event, step))
+        records.append(event_record(session_id, event, step, redactor=redactor))
     return state, records
 
 

@@ -21,6 +21,7 @@ from streams.codec import (
     encode_dead_letter,
     encode_document,
 )
+from streams.detectors import build_redactor
 from streams.kafka.foldstep import (
     FoldProcessor,
     Overlay,
@@ -272,7 +273,8 @@ def register_fold_agent(app: faust.App, settings: Settings, topics: Topics) -> F
     app.tables.add(table)
     source = app.topic(topics.events, key_type=bytes, value_type=bytes,
                        partitions=settings.shards)
-    processor = FoldProcessor(max_event_bytes=settings.max_event_bytes)
+    processor = FoldProcessor(max_event_bytes=settings.max_event_bytes,
+                              redactor=build_redactor(settings))
     positions = FoldPositions(table, topics.events)
     app.fold_positions = positions  # type: ignore[attr-defined]  # read by the seek patch
 

@@ -565,8 +565,8 @@ def digest(ctx: click.Context, as_json: bool) -> None:
 @json_option
 @click.pass_context
 def stats(ctx: click.Context, as_json: bool) -> None:
-    """Per-shard rows, bytes, generation and integrity."""
-    from indexer.maintenance import check_integrity, shard_stats
+    """Per-shard rows, bytes, generation, integrity, and the secrets redacted by kind."""
+    from indexer.maintenance import check_integrity, redaction_totals, shard_stats
 
     with open_recall(ctx.find_root()) as recall:
         runtime = getattr(recall.backend, "runtime", None)
@@ -587,6 +587,11 @@ def stats(ctx: click.Context, as_json: bool) -> None:
                    *((str(row["shard"]), str(row["sessions"]), str(row["events"]),
                       str(row["documents"]), str(row["bytes"]), str(row["generation"]),
                       visible("; ".join(row["problems"]) or "ok")) for row in rows)])
+    # Kinds and counts only: the secrets themselves never leave the store.
+    totals = redaction_totals(rows)
+    rules = ", ".join(sorted({str(r["redaction"]) for r in rows}))
+    redacted = ", ".join(f"{kind} {n}" for kind, n in totals.items()) or "none"
+    console.print(Text(visible(f"redacted secrets: {redacted}  (rules {rules})")))
 
 
 @index.command()

@@ -32,6 +32,7 @@ from indexer.routing import shard_file_name
 from projections.errors import ConfigError, IndexDamaged, RecallError, SessionQueryError
 from projections.fold import Step, SurfaceState, apply, plan
 from projections.records import HeaderRecord, IndexRecord, event_record, fold_records
+from streams.detectors import build_redactor
 from streams.generations import Generations
 from streams.ingest import Importer, Ingestor, IngestReport
 from streams.lock import Notify, WriterLock
@@ -69,6 +70,7 @@ class EmbeddedRuntime:
                  detect: Callable[[Path, bytes], str | None] | None = None,
                  notify: Notify | None = None) -> None:
         self.settings = settings
+        self.redactor = build_redactor(settings)
         self.data_dir = open_data_dir(Path(settings.data_dir))
         self.lock = WriterLock(self.data_dir, timeout_s=settings.lock_timeout_s, notify=notify)
         self.store = SessionStore(self.data_dir / "store")
@@ -216,11 +218,12 @@ class EmbeddedRuntime:
         if before.next_seq == 0:
             records.append(HeaderRecord(session_id, dict(header)))
         if steps is not None and len(steps) == len(events):
-            records.extend(event_record(session_id, e, s) for e, s in zip(events, steps,
-                                                                           strict=True))
+            records.extend(event_record(session_id, e, s, redactor=self.redactor)
+                           for e, s in zip(events, steps, strict=True))
             next_seq = steps[-1].state.next_seq if steps else before.next_seq
         else:
-            state, event_records = fold_records(session_id, before, events)
+            state, event_records = fold_records(session_id, before, events,
+                                                redactor=self.redactor)
             records.extend(event_records)
             next_seq = state.next_seq
         (shards or self.shards).submit(records, {store_position_key(session_id): next_seq})
@@ -356,6 +359,7 @@ def _stderr_progress(label: str) -> Callable[[int, int], None]:
 
 def index_config(settings: Settings) -> IndexConfig:
     return IndexConfig(shards=settings.shards, default_limit=settings.default_limit,
+                       redaction=build_redactor(settings).fingerprint,
                        max_limit=settings.max_limit, snippet_chars=settings.snippet_chars,
                        read_window_max=settings.read_window_max,
                        live_window_ms=settings.live_window_ms,

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from projections.errors import ConfigError
@@ -77,6 +78,39 @@ class Settings(BaseSettings):
     #: RECALL_WATCH_PATHS — what `recall watch` follows without PATH arguments (separated by
     #: os.pathsep); unset: every supported agent's default log folders.
     watch_paths: str | None = None
+    #: RECALL_REDACT — replace secrets by `[redacted:<kind>]` before anything is indexed,
+    #: snippeted, read out or referenced (on by default; `off` for raw search of your own logs).
+    #: The store keeps the original log; a change of rules rebuilds the index from it.
+    redact: bool = True
+    #: RECALL_REDACT_PATTERNS — extra secrets, a JSON object `{"kind": "regex"}`: the regex's
+    #: first group is the secret (else the whole match), replaced by `[redacted:<kind>]`.
+    redact_patterns: dict[str, str] = Field(default_factory=dict)
+    #: RECALL_REDACT_ALLOW — a JSON list of regexes: a found value one matches entirely stays.
+    redact_allow: list[str] = Field(default_factory=list)
+
+    @field_validator("redact_patterns")
+    @classmethod
+    def _patterns(cls, value: dict[str, str]) -> dict[str, str]:
+        for kind, source in value.items():
+            if not re.fullmatch(r"[a-z0-9]+(?:-[a-z0-9]+)*", kind):
+                raise ValueError(f"kind {kind!r} must be lowercase words joined by '-'")
+            if _compile(source, f"pattern of {kind!r}").fullmatch(""):
+                raise ValueError(f"the pattern of {kind!r} matches the empty string")
+        return value
+
+    @field_validator("redact_allow")
+    @classmethod
+    def _allow(cls, value: list[str]) -> list[str]:
+        for source in value:
+            _compile(source, "entry")
+        return value
+
+
+def _compile(source: str, what: str) -> re.Pattern[str]:
+    try:
+        return re.compile(source)
+    except re.error as exc:
+        raise ValueError(f"{what} {source!r} is not a valid regular expression: {exc}") from None
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -42,6 +42,7 @@ from projections.events import header_key_fields
 from projections.fold import SurfaceState, decode_state, encode_meta, encode_step, plan
 from projections.logformat import check_event_type
 from projections.records import HeaderRecord, IndexRecord, event_record
+from projections.redaction import NO_REDACTION, Redactor
 from streams.codec import DecodedHeader, decode_event_value
 
 SEP = "\x00"
@@ -125,8 +126,10 @@ class FoldProcessor:
     """Folds events-topic records into per-session state; keeps a decoded-state cache that is
     validated against the table's meta record, so it never outlives a rebalance's changes."""
 
-    def __init__(self, *, max_event_bytes: int, cache_size: int = 4096) -> None:
+    def __init__(self, *, max_event_bytes: int, cache_size: int = 4096,
+                 redactor: Redactor = NO_REDACTION) -> None:
         self.max_event_bytes = max_event_bytes
+        self.redactor = redactor
         self.cache_size = cache_size
         self._cache: OrderedDict[str, Loaded] = OrderedDict()
         self.stats: Counter[str] = Counter()
@@ -174,7 +177,7 @@ class FoldProcessor:
                 out.writes[table_key(sid, suffix)] = page
             digests = (*digests, mark)[-DIGEST_WINDOW:]
             first_seq = state.next_seq - len(digests)
-            out.documents.append(event_record(sid, event, step))
+            out.documents.append(event_record(sid, event, step, redactor=self.redactor))
         if out.documents:
             meta_key = table_key(sid, "m")  # re-inserted so the meta is written last
             meta = out.writes.pop(meta_key)

@@ -30,6 +30,7 @@ from aiokafka.structs import OffsetAndMetadata
 
 from projections.errors import RecallError
 from streams.agents import fold_messages
+from streams.detectors import build_redactor
 from streams.kafka.fleet import Lineup, ensure_fleet_topics, publish_lineup, read_lineup
 from streams.kafka.foldstep import FoldProcessor, read_position
 from streams.settings import Settings
@@ -129,7 +130,8 @@ async def fold_generation(settings: Settings, generation: int,
     table = _ChangelogTable(AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all",
                                              linger_ms=5), topics.changelog,
                             await _read_table(bootstrap, topics))
-    processor = FoldProcessor(max_event_bytes=settings.max_event_bytes)
+    processor = FoldProcessor(max_event_bytes=settings.max_event_bytes,
+                              redactor=build_redactor(settings))
     # The faust fold of this generation will continue from these offsets after the swap.
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=topics.fold_app_id,
                                 enable_auto_commit=False, auto_offset_reset="earliest",

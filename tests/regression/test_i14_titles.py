@@ -3,6 +3,7 @@ summary from another file, else the person's first prompt), its agent and its ac
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -27,6 +28,11 @@ SOURCES: list[tuple[Path, str]] = [
     (AGENTS, "auto"),
 ]
 
+#: Aider's session ids carry a hash of the history file's absolute path (two projects both
+#: have a `.aider.chat.history.md`), so they depend on where the checkout lives.
+AIDER = "aider:" + hashlib.blake2b(
+    str(AGENTS / "aider-0.85" / ".aider.chat.history.md").encode("utf-8"), digest_size=6).hexdigest()
+
 #: The title (and where it came from) of each session, read off the logs by hand.
 EXPECTED: dict[str, tuple[str | None, str | None]] = {
     "opencode:ses_20be19bd6ffeHn5B6DdBVxU8TR":
@@ -46,8 +52,8 @@ EXPECTED: dict[str, tuple[str | None, str | None]] = {
     "claude-code:deeac353-0765-4439-9056-293619a99172":
         ("prompt", "can you look at the changes in this branch, this is now the 3rd error around "
                    "CWD and being in the…"),
-    "aider:6e561b7bb546:20250715145334": ("prompt", "chmod +x ~/AFI_Modular_Repos/*.sh"),
-    "aider:6e561b7bb546:20250715151804": ("prompt", "sync-afi"),
+    f"{AIDER}:20250715145334": ("prompt", "chmod +x ~/AFI_Modular_Repos/*.sh"),
+    f"{AIDER}:20250715151804": ("prompt", "sync-afi"),
 }
 
 
@@ -73,7 +79,7 @@ def test_every_real_session_with_a_prompt_has_a_title(real: list[dict[str, objec
     for session_id, (source, title) in EXPECTED.items():
         assert (by_id[session_id]["titleSource"], by_id[session_id]["title"]) == (source, title)
     untitled = sorted(i for i, r in by_id.items() if r["title"] is None)
-    assert untitled == ["aider:6e561b7bb546:20250716201038"]  # its one run has no prompt
+    assert untitled == [f"{AIDER}:20250716201038"]  # its one run has no prompt
     for record in real:
         title = record["title"]
         assert title is None or (isinstance(title, str) and "\n" not in title
