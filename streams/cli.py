@@ -102,6 +102,17 @@ class Utf8Text(click.ParamType):
 TEXT = Utf8Text()
 
 
+class SafePath(click.Path):
+    """click.Path that turns a name the OS cannot even look up (a NUL byte) into a usage error
+    instead of a ValueError from os.stat."""
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and "\x00" in value:
+            self.fail(f"{value!r} is not a usable path (it holds a NUL byte)", param, ctx)
+        return super().convert(value, param, ctx)
+
+
 def _wants_json(args: Sequence[str]) -> bool:
     return "--json" in args
 
@@ -174,7 +185,7 @@ def open_recall(ctx: click.Context) -> Iterator[Recall]:
 
 @click.group(cls=RecallGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="session-recall")
-@click.option("--data-dir", type=click.Path(path_type=Path), envvar="RECALL_DATA_DIR",
+@click.option("--data-dir", type=SafePath(path_type=Path), envvar="RECALL_DATA_DIR",
               help="Embedded store, dead letters and index shards [env RECALL_DATA_DIR].")
 @click.option("--broker", envvar="RECALL_BROKER", type=TEXT,
               help="kafka://HOST:PORT to use the Kafka runtime [env RECALL_BROKER].")
@@ -203,7 +214,7 @@ def main(ctx: click.Context, data_dir: Path | None, broker: str | None) -> None:
 # --- ingest -------------------------------------------------------------------------------------
 
 @main.command()
-@click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
+@click.argument("paths", nargs=-1, required=True, type=SafePath(exists=True, path_type=Path))
 @click.option("--format", "fmt", default="auto",
               type=click.Choice(["auto", "dsh", *FORMAT_NAMES]),
               help="Source format; auto detects per file.")
@@ -735,7 +746,7 @@ def candidates(ctx: click.Context, target: str, query: str, limit: int | None,
 
 @main.command()
 @json_option
-@click.option("--keep", type=click.Path(path_type=Path),
+@click.option("--keep", type=SafePath(path_type=Path),
               help="Use this data dir (kept) instead of a temporary one.")
 def demo(as_json: bool, keep: Path | None) -> None:
     """Run the whole job on bundled sample sessions in a temporary data dir."""

@@ -14,7 +14,7 @@ import orjson
 from rich.live import Live
 from rich.text import Text
 
-from streams.cli import err_console, json_option, open_recall, say
+from streams.cli import SafePath, err_console, json_option, open_recall, say
 from streams.facade import importer_options
 from streams.importers import FORMAT_NAMES
 from streams.settings import Settings
@@ -51,7 +51,7 @@ def _printer(as_lines: bool) -> Any:
 
 
 @click.command("watch")
-@click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
+@click.argument("paths", nargs=-1, type=SafePath(path_type=Path))
 @click.option("--agent", "agents", multiple=True, type=click.Choice(FORMAT_NAMES),
               help="Without PATHs: watch only these agents' default folders.")
 @click.option("--debounce-ms", type=click.IntRange(min=10, max=60_000), default=200,

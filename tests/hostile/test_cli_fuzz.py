@@ -129,3 +129,12 @@ def test_random_request_json_never_escapes(data: Path, body: bytes) -> None:
         _check(result, args)
         if result.exit_code != 0:
             assert orjson.loads(result.stdout)["error"]["code"]
+
+
+@pytest.mark.parametrize("args", [["ingest", "\x00"], ["watch", "a\x00b"], ["ingest", "--json", "\x00"]])
+def test_a_nul_byte_in_a_path_is_a_usage_error(data: Path, args: list[str]) -> None:
+    """Found by the fuzz on CI: os.stat raised ValueError inside click (RECALL_INTERNAL_ERROR)."""
+    result = CliRunner().invoke(main, ["--data-dir", str(data), *args])
+    assert result.exit_code == 2, result.output
+    assert "RECALL_USAGE" in result.output and "NUL byte" in result.output
+    assert "RECALL_INTERNAL_ERROR" not in result.output
