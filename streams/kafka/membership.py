@@ -119,6 +119,9 @@ def _init_without_read_offsets(self: Any, *args: Any, **kwargs: Any) -> None:
 def patch_consumers() -> None:
     """The process-wide behaviours above, for every consumer of a worker process (faust builds
     its consumer itself, so a patch is the only seam)."""
+    from streams.kafka import seam
+
+    seam.install()
     group_coordinator.GroupCoordinator._maybe_leave_group = _leave_group
     AIOKafkaConsumer.seek_to_committed = _seek_to_committed_or_beginning
     faust_consumer.Consumer.__init__ = _init_without_read_offsets  # type: ignore[method-assign]
