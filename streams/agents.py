@@ -29,6 +29,7 @@ from streams.kafka.foldstep import (
     position_key,
     read_position,
 )
+from streams.kafka.producer import batching_producer
 from streams.kafka.table import PartitionedTable
 from streams.settings import Settings
 from streams.topics import FOLD_TABLE, Topics, bootstrap_servers
@@ -199,20 +200,21 @@ async def fold_messages(producer: AIOKafkaProducer, topics: Topics, view: StateV
             processor.stats["reread"] += 1
             continue
         reading[partition] = at + 1
-        out = processor.fold_record(overlay, msg.key, msg.value)
-        if out.rejection is not None:
-            letter = DeadLetter.of(topic=msg.topic, partition=partition, offset=msg.offset,
-                                   key=msg.key, value=msg.value, code=out.rejection.code,
-                                   reason=out.rejection.message)
-            pending.append(await producer.send(topics.dead_letter, encode_dead_letter(letter),
-                                               key=dead_letter_key(letter),
-                                               partition=partition))
-            continue
-        overlay.put(out.writes)
-        for record in out.documents:
-            pending.append(await producer.send(topics.documents, encode_document(record),
-                                               key=document_key(record),
-                                               partition=partition))
+        for line in processor.fold_record(overlay, msg.key, msg.value):
+            out = line.outcome
+            if out.rejection is not None:
+                letter = DeadLetter.of(topic=msg.topic, partition=partition, offset=msg.offset,
+                                       line=line.index, key=msg.key, value=line.raw,
+                                       code=out.rejection.code, reason=out.rejection.message)
+                pending.append(await producer.send(topics.dead_letter,
+                                                   encode_dead_letter(letter),
+                                                   key=dead_letter_key(letter),
+                                                   partition=partition))
+                continue
+            for record in out.documents:
+                pending.append(await producer.send(topics.documents, encode_document(record),
+                                                   key=document_key(record),
+                                                   partition=partition))
     if pending:
         await asyncio.gather(*pending)
     for partition, overlay in overlays.items():
@@ -288,8 +290,8 @@ def register_fold_agent(app: faust.App, settings: Settings, topics: Topics) -> F
         # tansu work-around, needed only by the changelog), which made awaiting a batch's
         # document acks cost one round trip per record.
         assert settings.broker is not None
-        producer = AIOKafkaProducer(bootstrap_servers=bootstrap_servers(settings.broker),
-                                    linger_ms=OUTPUT_LINGER_MS)
+        producer = batching_producer(bootstrap_servers(settings.broker),
+                                     linger_ms=OUTPUT_LINGER_MS)
         await producer.start()
         try:
             # StreamT does not declare take_events; every concrete faust Stream has it.

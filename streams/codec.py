@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,17 +41,37 @@ class DecodedEvents:
 Decoded = DecodedHeader | DecodedEvents
 
 
-def decode_event_value(value: bytes | None, *, max_bytes: int) -> Decoded:
-    """Decode one events-topic record value; raises InputRejected with a stable INGEST_* code."""
+def split_segment(value: bytes | None) -> list[tuple[int, bytes | None]]:
+    """An events-topic record value → its lines as (index, bytes): a record is a segment, one
+    session's contiguous run of JSONL log lines joined by `\\n` (one line is a segment too).
+    The index counts every `\\n`-separated piece; blank pieces are skipped; a trailing `\\r` is
+    cut. A value with no line at all (None, empty, blank) is one line, to be rejected whole."""
     if value is None:
+        return [(0, None)]
+    if b"\n" not in value:
+        return [(0, value.rstrip(b"\r") or value)]
+    lines: list[tuple[int, bytes | None]] = [
+        (i, piece.rstrip(b"\r")) for i, piece in enumerate(value.split(b"\n")) if piece.strip()]
+    return lines or [(0, value)]
+
+
+def encode_segment(lines: Sequence[bytes]) -> bytes:
+    """One session's consecutive log lines (each without a newline) as one record value."""
+    return b"\n".join(lines)
+
+
+def decode_event_line(line: bytes | None, *, max_bytes: int) -> Decoded:
+    """Decode one line of an events-topic record; raises InputRejected with a stable INGEST_*
+    code."""
+    if line is None:
         raise InputRejected("record has no value (tombstones are not events)",
                             code=INGEST_SCHEMA_VIOLATION)
-    if len(value) > max_bytes:
-        raise InputRejected(f"record is {len(value)} bytes; the limit is {max_bytes}",
+    if len(line) > max_bytes:
+        raise InputRejected(f"line is {len(line)} bytes; the limit is {max_bytes}",
                             code=INGEST_OVERSIZED_EVENT)
     # Lossless, like the embedded ingest edge: lossy numbers, repeated keys and deep nesting
     # are rejected with the same codes, so both runtimes park the same records.
-    parsed = jsonwire.loads(value)
+    parsed = jsonwire.loads(line)
     if isinstance(parsed, dict) and parsed.get("type") == "session":
         return DecodedHeader(parse_header(parsed))
     if isinstance(parsed, dict) and parsed.get("type") in CHUNK_ROW_TYPES:
@@ -60,7 +80,7 @@ def decode_event_value(value: bytes | None, *, max_bytes: int) -> Decoded:
 
 
 def encode_event_value(line: Mapping[str, Any]) -> bytes:
-    """A header or event wire dict as an events-topic record value (what producers send)."""
+    """A header or event wire dict as one log line (a one-line segment, or part of one)."""
     return orjson.dumps(dict(line))
 
 
@@ -89,13 +109,16 @@ def document_key(record: IndexRecord) -> bytes:
 # --- dead letters ----------------------------------------------------------------------------
 
 class DeadLetter(BaseModel):
-    """A rejected record, parked with its original bytes, source position and reason."""
+    """A rejected line, parked with its original bytes, source position and reason: `line` is
+    its index in the record (a segment of lines; 0 for a one-line record), `value` the bytes of
+    that line alone."""
 
     model_config = ConfigDict(frozen=True, populate_by_name=True)
 
     topic: str
     partition: int
     offset: int
+    line: int = 0
     key: str | None = Field(description="original key, base64")
     value: str | None = Field(description="original value, base64")
     code: str
@@ -103,8 +126,8 @@ class DeadLetter(BaseModel):
 
     @classmethod
     def of(cls, *, topic: str, partition: int, offset: int, key: bytes | None,
-           value: bytes | None, code: str, reason: str) -> DeadLetter:
-        return cls(topic=topic, partition=partition, offset=offset, key=_b64(key),
+           value: bytes | None, code: str, reason: str, line: int = 0) -> DeadLetter:
+        return cls(topic=topic, partition=partition, offset=offset, line=line, key=_b64(key),
                    value=_b64(value), code=code, reason=reason)
 
     def original_key(self) -> bytes | None:
@@ -127,8 +150,9 @@ def decode_dead_letter(value: bytes) -> DeadLetter:
 
 
 def dead_letter_key(letter: DeadLetter) -> bytes:
-    """Unique per source position, so a re-parked record (after a redelivery) is recognisable."""
-    return f"{letter.topic}:{letter.partition}:{letter.offset}".encode()
+    """Unique per source line (`topic:partition:offset:line`), so a line parked again after a
+    redelivery is recognisable."""
+    return f"{letter.topic}:{letter.partition}:{letter.offset}:{letter.line}".encode()
 
 
 # --- request / reply -------------------------------------------------------------------------

@@ -1,5 +1,5 @@
 """Entry point for Kafka callers: `Recall.connect` — requests to query workers, ingest by
-publishing log lines to `<p>.events` (keyed by session id, header first)."""
+publishing log lines to `<p>.events` (keyed by session id, header first, packed into segments)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import orjson
-from aiokafka import AIOKafkaProducer
 
 from projections.errors import RecallError
 from projections.logformat import Rejection, decompress, split_lines
 from streams.codec import DeadLetter, dead_letter_key, encode_dead_letter, encode_event_value
 from streams.ingest import IngestReport, iter_log_files
+from streams.kafka import seam
+from streams.kafka.producer import EventProducer
 from streams.kafka.query import run_sync
 from streams.kafka.rpc import Requester
 from streams.settings import Settings
@@ -29,6 +30,7 @@ class KafkaBackend:
 
     def __init__(self, settings: Settings, *, importers: Mapping[str, Any] | None = None,
                  detect: Callable[[Path, bytes], str | None] | None = None) -> None:
+        seam.install()  # the client's reply consumer waits on empty fetches too
         self.settings = settings
         self.topics = Topics.of(settings)
         self.bootstrap = bootstrap_servers(str(settings.broker))
@@ -48,7 +50,7 @@ class KafkaBackend:
         except BaseException:
             self._stop_loop()
             raise
-        self._producer: AIOKafkaProducer | None = None
+        self._producer: EventProducer | None = None
 
     def call(self, op: str, args: Mapping[str, Any]) -> Any:
         deadline = time.time() + self.settings.request_timeout_s
@@ -61,12 +63,11 @@ class KafkaBackend:
 
     # --- ingest: publish ----------------------------------------------------------------------
 
-    def _producer_started(self) -> AIOKafkaProducer:
+    def _producer_started(self) -> EventProducer:
         if self._producer is None:
-            async def start() -> AIOKafkaProducer:
+            async def start() -> EventProducer:
                 # aiokafka objects must be created on the loop that runs them.
-                producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all",
-                                            linger_ms=5)
+                producer = EventProducer(self.bootstrap, self.topics.events)
                 await producer.start()
                 return producer
 
@@ -98,7 +99,7 @@ class KafkaBackend:
         return report
 
     def _native(self, text: bytes,
-                report: IngestReport) -> tuple[list[tuple[bytes, bytes]], list[Rejection]]:
+                report: IngestReport) -> tuple[list[tuple[str, list[bytes]]], list[Rejection]]:
         lines = [line for _, line in split_lines(text)]
         key = b""
         with contextlib.suppress(ValueError):  # a bad header still goes out, to be parked
@@ -110,31 +111,34 @@ class KafkaBackend:
         report.lines_accepted += max(0, len(lines) - 1)  # published; the fold agent judges them
         if key:
             report.sessions.add(key.decode("utf-8"))
-        return [(key, line) for line in lines], []
+        return [(key.decode("utf-8", "replace"), lines)], []
 
     def _imported(self, source: str, text: bytes, kind: str,
-                  report: IngestReport) -> tuple[list[tuple[bytes, bytes]], list[Rejection]]:
-        records: list[tuple[bytes, bytes]] = []
+                  report: IngestReport) -> tuple[list[tuple[str, list[bytes]]], list[Rejection]]:
+        sessions: list[tuple[str, list[bytes]]] = []
         rejections: list[Rejection] = []
         for header, events, rejected in self.importers[kind](text, source):
-            key = str(header["id"]).encode("utf-8")
             report.sessions.add(str(header["id"]))
             report.headers += 1
-            records.append((key, encode_event_value(header)))
-            records.extend((key, encode_event_value(e)) for e in events)
+            sessions.append((str(header["id"]), [encode_event_value(header),
+                                                 *(encode_event_value(e) for e in events)]))
             report.events_added += len(events)
             rejections.extend(rejected)
-        return records, rejections
+        return sessions, rejections
 
-    async def _publish(self, producer: AIOKafkaProducer, records: list[tuple[bytes, bytes]],
+    async def _publish(self, producer: EventProducer, sessions: list[tuple[str, list[bytes]]],
                        source: str, rejections: Sequence[Rejection]) -> None:
-        futures = [await producer.send(self.topics.events, value, key=key or None)
-                   for key, value in records]
+        """Each session's lines as segments (a session without a readable id goes out under an
+        empty key, to be parked by the fold); then the importer's rejections; then the acks."""
+        for session_id, lines in sessions:
+            await producer.send_lines(session_id, lines)
+        futures = []
         for r in rejections:
             letter = DeadLetter.of(topic=f"import:{source}", partition=0, offset=r.line, key=None,
                                    value=r.raw, code=r.code, reason=r.reason)
-            futures.append(await producer.send(self.topics.dead_letter, encode_dead_letter(letter),
-                                               key=dead_letter_key(letter)))
+            futures.append(await producer.producer.send(
+                self.topics.dead_letter, encode_dead_letter(letter), key=dead_letter_key(letter)))
+        await producer.flush()
         for future in futures:
             await future
 

@@ -20,6 +20,7 @@ from streams.codec import (
     decode_request,
     encode_event_value,
     encode_reply,
+    encode_segment,
     error_reply,
     ok_reply,
 )
@@ -167,9 +168,10 @@ class QueryCoordinator:
         partition = shard_of(session_id, self.settings.shards)
 
         async def send() -> None:
-            for event in numbered:
-                await producer.send_and_wait(self.topics.events, encode_event_value(event),
-                                             key=session_id.encode("utf-8"), partition=partition)
+            # one segment: the appends land together or not at all
+            await producer.send_and_wait(
+                self.topics.events, encode_segment([encode_event_value(e) for e in numbered]),
+                key=session_id.encode("utf-8"), partition=partition)
 
         run_sync(self.loop, send(), self._remaining() + 1)
         return [int(e["seq"]) for e in numbered]

@@ -1,7 +1,10 @@
-"""Transport: one events-topic record → fold-table writes, documents or a rejection (no Kafka).
+"""Transport: one events-topic record → fold-table writes, documents or rejections (no Kafka).
 
-The faust agent is a thin loop around `FoldProcessor.fold_record`; everything decided per record
-lives here so it is unit-testable with a dict as the table.
+A record is a segment: one session's contiguous run of log lines (streams.codec.split_segment).
+Each line is decided alone, exactly as if it had come in a record of its own: a bad line is
+rejected by itself and changes nothing, the lines around it fold as they would have. The fold
+loops are thin loops around `FoldProcessor.fold_record`; everything decided per line lives here
+so it is unit-testable with a dict as the table.
 
 Table layout, per session id `sid` (keys are `sid + "\\x00" + suffix`, so one session's keys all
 follow the session's partition):
@@ -42,7 +45,7 @@ from projections.events import header_key_fields
 from projections.fold import SurfaceState, decode_state, encode_meta, encode_step, plan
 from projections.logformat import check_event_type
 from projections.records import HeaderRecord, IndexRecord, event_record
-from streams.codec import DecodedHeader, decode_event_value
+from streams.codec import DecodedHeader, decode_event_line, split_segment
 
 SEP = "\x00"
 #: How many recent seqs per session keep a digest. Redelivered events older than this are
@@ -112,13 +115,23 @@ def decode_digests(raw: bytes | None, next_seq: int) -> tuple[int, tuple[str, ..
 
 @dataclass(slots=True)
 class FoldOutcome:
-    """What one record did. `writes` are table records to apply in order (None deletes);
-    `rejection` set means: park the record, change nothing."""
+    """What one line did. `writes` are table records to apply in order (None deletes);
+    `rejection` set means: park the line, change nothing."""
 
     writes: dict[str, bytes | None] = field(default_factory=dict)
     documents: list[IndexRecord] = field(default_factory=list)
     rejection: InputRejected | None = None
     duplicates: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class LineOutcome:
+    """One line of a record: its index in the record, its bytes, and what it did (its writes
+    are already in the overlay the record was folded onto)."""
+
+    index: int
+    raw: bytes | None
+    outcome: FoldOutcome
 
 
 class FoldProcessor:
@@ -131,8 +144,20 @@ class FoldProcessor:
         self._cache: OrderedDict[str, Loaded] = OrderedDict()
         self.stats: Counter[str] = Counter()
 
-    def fold_record(self, view: StateView, key: bytes | None, value: bytes | None) -> FoldOutcome:
-        """Decide one record; never raises for bad input (it becomes `rejection`)."""
+    def fold_record(self, overlay: Overlay, key: bytes | None,
+                    value: bytes | None) -> list[LineOutcome]:
+        """Fold every line of one record onto `overlay`, in order (each accepted line's writes
+        are put there before the next line is decided); never raises for bad input."""
+        out = []
+        for index, raw in split_segment(value):
+            outcome = self.fold_line(overlay, key, raw)
+            if outcome.rejection is None:
+                overlay.put(outcome.writes)
+            out.append(LineOutcome(index, raw, outcome))
+        return out
+
+    def fold_line(self, view: StateView, key: bytes | None, value: bytes | None) -> FoldOutcome:
+        """Decide one line; never raises for bad input (it becomes `rejection`)."""
         try:
             outcome = self._fold(view, key, value)
         except InputRejected as exc:
@@ -143,7 +168,7 @@ class FoldProcessor:
 
     def _fold(self, view: StateView, key: bytes | None, value: bytes | None) -> FoldOutcome:
         sid = _session_id(key)
-        decoded = decode_event_value(value, max_bytes=self.max_event_bytes)
+        decoded = decode_event_line(value, max_bytes=self.max_event_bytes)
         if isinstance(decoded, DecodedHeader):
             return self._fold_header(view, sid, decoded.header)
         loaded = self._load(view, sid)

@@ -32,6 +32,7 @@ from projections.errors import RecallError
 from streams.agents import fold_messages
 from streams.kafka.fleet import Lineup, ensure_fleet_topics, publish_lineup, read_lineup
 from streams.kafka.foldstep import FoldProcessor, read_position
+from streams.kafka.producer import batching_producer
 from streams.settings import Settings
 from streams.topics import Topics, bootstrap_servers, ensure_topics
 
@@ -126,8 +127,8 @@ async def fold_generation(settings: Settings, generation: int,
     its end into the generation's documents topic and changelog; returns records folded."""
     bootstrap = bootstrap_servers(str(settings.broker))
     topics = Topics.of(settings, generation)
-    table = _ChangelogTable(AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all",
-                                             linger_ms=5), topics.changelog,
+    table = _ChangelogTable(batching_producer(bootstrap, acks="all", linger_ms=5),
+                            topics.changelog,
                             await _read_table(bootstrap, topics))
     processor = FoldProcessor(max_event_bytes=settings.max_event_bytes)
     # The faust fold of this generation will continue from these offsets after the swap.

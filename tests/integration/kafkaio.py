@@ -176,23 +176,22 @@ def _spawn(command: list[str], env: dict[str, str], log_path: Path) -> subproces
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
-async def _send_in_order(producer: Any, topic: str,
-                         records: Iterable[tuple[str, dict[str, Any]]]) -> None:
+async def _send_in_order(producer: Any, records: Iterable[tuple[str, dict[str, Any]]]) -> None:
     from streams.codec import encode_event_value
 
-    futures = [await producer.send(topic, encode_event_value(line), key=sid.encode("utf-8"))
-               for sid, line in records]
-    await asyncio.gather(*futures)
+    for sid, line in records:
+        await producer.send(sid, encode_event_value(line))
+    await producer.flush()
 
 
 def publish(recall: Any, records: Iterable[tuple[str, dict[str, Any]]]) -> None:
     """Produce (session id, header-or-event line) pairs to the events topic through the Kafka
-    client's producer, in order, keyed by session id (as `recall ingest` does)."""
+    client's producer (streams.kafka.producer.EventProducer: each session's consecutive lines
+    packed into segments), in order, as `recall ingest` does."""
     from streams.kafka.query import run_sync
 
     backend = recall.backend
-    run_sync(backend.loop, _send_in_order(backend._producer_started(), backend.topics.events,
-                                          list(records)), 60)
+    run_sync(backend.loop, _send_in_order(backend._producer_started(), list(records)), 60)
 
 
 def indexed_shards(data: Path) -> set[int]:
