@@ -174,7 +174,9 @@ class KafkaBackend:
                                   hint="check that `recall worker` processes are running")
             time.sleep(0.5)
         result["removed"] = []  # retired generations are deleted by the workers, later
-        return {**result, **self.call("index_digest", {})}
+        digest = self.call("index_digest", {})
+        result.setdefault("eventsIndexed", digest.get("events"))
+        return {**result, **digest}
 
     def close(self) -> None:
         if self._producer is not None:

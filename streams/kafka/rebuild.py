@@ -26,12 +26,12 @@ from dataclasses import replace
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.structs import OffsetAndMetadata
 
 from projections.errors import RecallError
-from streams.agents import fold_messages
 from streams.kafka.fleet import Lineup, ensure_fleet_topics, publish_lineup, read_lineup
-from streams.kafka.foldstep import FoldProcessor, read_position
+from streams.kafka.folding import Fold
+from streams.kafka.foldstep import FoldProcessor
+from streams.kafka.partitions import PartitionLoop
 from streams.kafka.producer import batching_producer
 from streams.settings import Settings
 from streams.topics import Topics, bootstrap_servers, ensure_topics
@@ -123,32 +123,30 @@ class _ChangelogTable:
 
 async def fold_generation(settings: Settings, generation: int,
                           progress: Progress | None = None) -> int:
-    """Fold `<p>.events` from the generation's committed offsets (the start, first time) to
-    its end into the generation's documents topic and changelog; returns records folded."""
+    """Fold `<p>.events` from the positions recorded in the generation's fold table (read back
+    from its changelog; else its committed offsets; else the start) to its end into the
+    generation's documents topic and changelog; returns the lines folded."""
     bootstrap = bootstrap_servers(str(settings.broker))
     topics = Topics.of(settings, generation)
     table = _ChangelogTable(batching_producer(bootstrap, acks="all", linger_ms=5),
-                            topics.changelog,
-                            await _read_table(bootstrap, topics))
-    processor = FoldProcessor(max_event_bytes=settings.max_event_bytes)
-    # The faust fold of this generation will continue from these offsets after the swap.
+                            topics.changelog, await _read_table(bootstrap, topics))
+    fold = Fold(topics, table, table.write,
+                FoldProcessor(max_event_bytes=settings.max_event_bytes), table.producer,
+                await_writes=True)
+    # The group's commits follow the table's positions: the lag a reader of the group sees.
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=topics.fold_app_id,
                                 enable_auto_commit=False, auto_offset_reset="earliest",
                                 fetch_max_wait_ms=50, max_partition_fetch_bytes=8 << 20)
+    loop = PartitionLoop(consumer, fold)
     await table.producer.start()
     await consumer.start()
-    folded = 0
     try:
         tps = [TopicPartition(topics.events, p) for p in range(topics.partitions)]
         consumer.assign(tps)
-        for tp in tps:
-            committed = await consumer.committed(tp)
-            if committed is None:
-                await consumer.seek_to_beginning(tp)
-            else:
-                consumer.seek(tp, committed)
-        starts = await _positions(consumer, tps)
-        reads = {tp.partition: offset for tp, offset in starts.items()}
+        committed = {tp.partition: offset for tp in tps
+                     if (offset := await consumer.committed(tp)) is not None}
+        placed = await loop.place(tps, starts=committed)
+        starts = {tp: placed[tp.partition] for tp in tps}
         ends = await consumer.end_offsets(tps)
         while True:
             total = sum(max(0, ends[tp] - starts[tp]) for tp in tps)
@@ -159,24 +157,11 @@ async def fold_generation(settings: Settings, generation: int,
                 ends = later  # events kept arriving: chase them
                 continue
             batches = await consumer.getmany(timeout_ms=500, max_records=BATCH_MAX)
-            messages = [m for tp in sorted(batches) for m in batches[tp]]
-            if not messages:
-                continue
-            delivery = await fold_messages(table.producer, topics, table, table.write,
-                                           processor, messages, starts=reads)
-            await table.producer.flush()
-            # the table's positions, not the batch ends: a consumer seeks nothing by itself,
-            # but a resumed run's table may be ahead of its commits (killed in between)
-            await consumer.commit({tp: OffsetAndMetadata(position, "")
-                                   for tp in batches
-                                   if (position := read_position(table, tp.partition)) is not None})
-            for partition, offset in delivery.resume.items():
-                consumer.seek(TopicPartition(topics.events, partition), offset)
-            folded += len(messages)
+            await loop.step(batches)
             if progress is not None:
                 positions = await _positions(consumer, tps)
                 progress(min(total, sum(positions[tp] - starts[tp] for tp in tps)), total)
-        return folded
+        return fold.lines
     finally:
         await consumer.stop()
         await table.producer.stop()
@@ -331,7 +316,7 @@ async def replay(settings: Settings, progress: Progress | None = None) -> dict[s
             await lease.publish(Lineup(live=target, building=None, replaying=True,
                                        retired=_retire(lineup, previous)))
         topics = Topics.of(settings, target)
-        events = await wait_caught_up(
+        await wait_caught_up(
             bootstrap, topics.fold_app_id, topics.events, topics.partitions, progress,
             what="the fold processors (rewound to the earliest offsets)",
             stall_s=settings.job_stall_s)
@@ -341,5 +326,5 @@ async def replay(settings: Settings, progress: Progress | None = None) -> dict[s
         await asyncio.shield(lease.abandon())
         raise
     await lease.release(replace(lease.lineup, replaying=False))
-    return {"generation": generation_name(target), "previous": generation_name(previous),
-            "eventsIndexed": events}
+    # The fleet folded it (the job only watched offsets): the caller counts the index's events.
+    return {"generation": generation_name(target), "previous": generation_name(previous)}

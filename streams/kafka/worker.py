@@ -1,4 +1,11 @@
-"""Transport: `recall worker` — one process with the fold, index and query roles (or some)."""
+"""Transport: `recall worker` — a supervisor of role processes (fold, index, query), and the roles.
+
+`run_worker` creates the topics and starts one process per role under a Supervisor
+(streams.kafka.supervisor); `run_role` is what each of those processes runs. Every role serves
+the live generation of the fleet's lineup; when a reindex or replay makes another generation
+live, the role exits with `RESTART` and the supervisor starts it again into that one (a faust
+app's consumer group and changelog are fixed when it is built).
+"""
 
 from __future__ import annotations
 
@@ -14,11 +21,12 @@ from typing import Any
 import faust
 
 from streams.app import build_app
+from streams.kafka import seam
 from streams.kafka.coordinator import QueryCoordinator
 from streams.kafka.fleet import ensure_fleet_topics, read_lineup
 from streams.kafka.indexing import DocumentIndexer
 from streams.kafka.lineup import LineupWatcher
-from streams.kafka.membership import patch_consumers
+from streams.kafka.supervisor import RESTART, Supervisor, watch_parent
 from streams.settings import Settings
 from streams.topics import Topics, bootstrap_servers, ensure_topics
 
@@ -27,95 +35,113 @@ log = logging.getLogger("recall.worker")
 ROLES = ("fold", "index", "query")
 #: Seconds between stats lines; the lines are how an operator sees dead letters pile up.
 STATS_EVERY_S = 5.0
-
-
-async def _services(settings: Settings, roles: Sequence[str], live: int) -> list[Any]:
-    """Built inside the loop: aiokafka clients bind to the loop that creates them."""
-    services: list[Any] = []
-    if "index" in roles:
-        services.append(DocumentIndexer.for_generation(settings, live))
-    if "query" in roles:
-        services.append(QueryCoordinator(settings, live))
-    return services
+#: The supervisor hands its settings (CLI flags included) and pid to the role processes.
+SETTINGS_ENV = "RECALL_WORKER_SETTINGS"
+SUPERVISOR_ENV = "RECALL_WORKER_SUPERVISOR"
 
 
 def run_worker(settings: Settings, roles: Sequence[str], *, loglevel: str = "warning") -> None:
-    """Run until SIGTERM/SIGINT. Topics are created first (a broker would otherwise
-    auto-create them with one partition). The worker serves the live generation of the fleet's
-    lineup; when a reindex or replay makes another generation live, it restarts itself into
-    that one (a faust app's consumer group and changelog are fixed when it is built)."""
+    """Run the roles, one process each, until SIGTERM/SIGINT. Topics are created first (a broker
+    would otherwise auto-create them with one partition)."""
     if not settings.broker:
         raise SystemExit("RECALL_BROKER is not set (e.g. kafka://127.0.0.1:9092)")
-    logging.basicConfig(level=loglevel.upper())
-    patch_consumers()
+    logging.basicConfig(level=loglevel.upper(), format="%(levelname)s supervisor: %(message)s")
+    asyncio.run(_ensure_topics(settings))
+    env = {**os.environ, SETTINGS_ENV: settings.model_dump_json(),
+           SUPERVISOR_ENV: str(os.getpid())}
+    commands = {role: [sys.executable, "-m", "streams.kafka.worker", "--run-role", role,
+                       "--loglevel", loglevel] for role in dict.fromkeys(roles)}
+    Supervisor(commands, env).run()
+
+
+async def _ensure_topics(settings: Settings) -> int:
+    bootstrap = bootstrap_servers(str(settings.broker))
+    await ensure_fleet_topics(bootstrap, settings.topic_prefix)
+    live = (await read_lineup(bootstrap, settings.topic_prefix)).live
+    await ensure_topics(bootstrap, Topics.of(settings, live))
+    return live
+
+
+def run_role(settings: Settings, role: str, *, loglevel: str = "warning") -> None:
+    """One role of a worker, in this process, until SIGTERM/SIGINT or a generation change."""
+    logging.basicConfig(level=loglevel.upper(),
+                        format=f"%(levelname)s {role} %(name)s: %(message)s")
+    seam.install()
+    supervisor = os.environ.get(SUPERVISOR_ENV)
+    if supervisor is not None:
+        if os.getppid() != int(supervisor):
+            raise SystemExit(f"the supervisor of this {role} role is gone")
+        watch_parent(int(supervisor), lambda: os.kill(os.getpid(), signal.SIGTERM))
+    if role == "fold":
+        _run_fold(settings, loglevel)
+    else:
+        _run_service(settings, role)
+
+
+def _run_service(settings: Settings, role: str) -> None:
+    """The index or query role: its service and a lineup watcher on one event loop."""
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    bootstrap = bootstrap_servers(str(settings.broker))
+    lineup = loop.run_until_complete(read_lineup(bootstrap, settings.topic_prefix))
+    loop.run_until_complete(ensure_topics(bootstrap, Topics.of(settings, lineup.live)))
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    watcher = LineupWatcher(settings, (role,), lineup)
+    watcher.on_live_change = stop.set
+
+    async def serve() -> None:
+        # aiokafka clients bind to the loop that creates them: build them inside it.
+        service: Any = (DocumentIndexer.for_generation(settings, lineup.live) if role == "index"
+                        else QueryCoordinator(settings, lineup.live))
+        await asyncio.gather(service.run(stop), watcher.run(stop))
+
+    loop.run_until_complete(serve())
+    loop.close()
+    if watcher.restart:
+        sys.exit(RESTART)
+
+
+def _run_fold(settings: Settings, loglevel: str) -> None:
+    """The fold role: a faust worker running the fold agent, and a lineup watcher."""
     (settings.data_dir / "faust").mkdir(parents=True, exist_ok=True)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    bootstrap = bootstrap_servers(settings.broker)
-    loop.run_until_complete(ensure_fleet_topics(bootstrap, settings.topic_prefix))
+    bootstrap = bootstrap_servers(str(settings.broker))
     lineup = loop.run_until_complete(read_lineup(bootstrap, settings.topic_prefix))
-    live = lineup.live
-    loop.run_until_complete(ensure_topics(bootstrap, Topics.of(settings, live)))
-    services = loop.run_until_complete(_services(settings, roles, live))
-    watcher = LineupWatcher(settings, roles, lineup)
-    services.append(watcher)
-    stop = asyncio.Event()
-    if "fold" not in roles:
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        watcher.on_live_change = stop.set
-        loop.run_until_complete(asyncio.gather(*(s.run(stop) for s in services)))
-        loop.close()
-        _restart_if(watcher)
-        return
-    app = build_app(settings, generation=live)
-    processor = app.fold_processor  # type: ignore[attr-defined]
-    last: dict[str, int] = {}
+    loop.run_until_complete(ensure_topics(bootstrap, Topics.of(settings, lineup.live)))
+    app = build_app(settings, generation=lineup.live)
+    driver = app.recall_fold  # type: ignore[attr-defined]
+    watcher = LineupWatcher(settings, ("fold",), lineup)
     # faust stops cleanly on SIGTERM; the restart happens once it has.
     watcher.on_live_change = lambda: os.kill(os.getpid(), signal.SIGTERM)
+    stop = asyncio.Event()
+    last: dict[str, int] = {}
 
     @app.timer(STATS_EVERY_S)  # type: ignore[untyped-decorator]
     async def report_stats() -> None:
         nonlocal last
-        if dict(processor.stats) != last:
-            last = dict(processor.stats)
+        stats = {**driver.stats, **driver.processor.processor.stats}
+        if stats != last:
+            last = stats
             log.warning("fold stats %s", last)
 
-    running: list[asyncio.Task[Any]] = []
-
     @app.task  # type: ignore[untyped-decorator]
-    async def other_roles() -> None:
-        running.append(asyncio.ensure_future(asyncio.gather(*(s.run(stop) for s in services))))
-        try:
-            await running[0]
-        finally:
-            stop.set()
+    async def follow_lineup() -> None:
+        await watcher.run(stop)
 
-    async def stop_other_roles(sender: Any, **kwargs: Any) -> None:
-        # Stop the other roles while the loop still runs them to the end: their consumers must
-        # send LeaveGroup (a member that vanishes without it keeps its partitions forever on
-        # noida-db), which a cancellation at faust's loop shutdown would cut short.
+    async def stop_watching(sender: Any, **kwargs: Any) -> None:
         stop.set()
-        if running:
-            await asyncio.wait(running, timeout=15)
 
-    app.on_before_shutdown.connect(stop_other_roles)  # type: ignore[arg-type]
-
-    worker = faust.Worker(app, loglevel=loglevel, loop=loop)
-    # faust's terminal spinner turns the root logger to DEBUG, so every aiokafka debug call
-    # builds a record that is then dropped: ~11 % of a worker's CPU, measured (bench/pipeline).
-    worker.spinner = None
+    app.on_before_shutdown.connect(stop_watching)  # type: ignore[arg-type]
+    worker = seam.quiet_worker(faust.Worker(app, loglevel=loglevel, loop=loop))
     try:
         worker.execute_from_commandline()
     except SystemExit:
-        _restart_if(watcher)
+        if watcher.restart:
+            sys.exit(RESTART)
         raise
-
-
-def _restart_if(watcher: LineupWatcher) -> None:
-    if watcher.restart:
-        log.warning("generation %s is live now: restarting into it", watcher.lineup.live)
-        os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -125,12 +151,17 @@ def main(argv: list[str] | None = None) -> None:
                         help="tansu enables its work-arounds (one record per producer batch)")
     parser.add_argument("--role", action="append", choices=ROLES,
                         help="fold, index and/or query (repeatable; default: all)")
+    parser.add_argument("--run-role", choices=ROLES, help=argparse.SUPPRESS)
     parser.add_argument("--loglevel", default="warning")
     args = parser.parse_args(argv)
-    settings = Settings()
+    given = os.environ.get(SETTINGS_ENV)
+    settings = Settings.model_validate_json(given) if given else Settings()
     if args.broker_flavor:
         settings = settings.model_copy(update={"broker_flavor": args.broker_flavor})
-    run_worker(settings, args.role or list(ROLES), loglevel=args.loglevel)
+    if args.run_role:
+        run_role(settings, args.run_role, loglevel=args.loglevel)
+    else:
+        run_worker(settings, args.role or list(ROLES), loglevel=args.loglevel)
 
 
 if __name__ == "__main__":
