@@ -54,6 +54,12 @@ class QueryCoordinator:
         self._slots = asyncio.Semaphore(CONCURRENCY)
         self._local = threading.local()  # each request's deadline, per handling thread
 
+    def switch(self, generation: int) -> None:
+        """Scatter to `generation`'s shard owners from the next request on (a request in
+        flight finishes with the generation it started with)."""
+        self.topics = Topics.of(self.settings, generation)
+        self.shard_topic = self.topics.shard_requests
+
     async def run(self, stop: asyncio.Event) -> None:
         self.loop = asyncio.get_running_loop()
         key = await fleet_cursor_key(self.bootstrap, self.settings.topic_prefix)

@@ -1,9 +1,12 @@
-"""Transport: a worker obeying the fleet's generation lineup (the `<p>.control` topic).
+"""Transport: a worker's roles obeying the fleet's generation lineup (the `<p>.control` topic).
 
-- the live generation changed: the worker restarts itself into the new one;
-- a generation is being built: an index worker also indexes its documents topic into its own
-  shard files (`kafka-index-g<n>/`), in that generation's consumer group;
-- a retired generation's retention window passed: its shard files (and, from a query worker,
+- the live generation changed: `on_live_change(generation)` tells the role (the fold role
+  restarts into it; the query role scatters to it from its next request on);
+- an index role indexes the live generation and the one being built, each into its own shard
+  files (`kafka-index-g<n>/`) in that generation's consumer group, so when a built generation
+  goes live its indexer simply keeps running; the generation that stopped being live keeps
+  answering for `RETIRING_S` (coordinators that have not seen the swap yet still ask it);
+- a retired generation's retention window passed: its shard files (and, from a query role,
   its topics) are deleted.
 """
 
@@ -27,6 +30,8 @@ from streams.topics import Topics, bootstrap_servers
 log = logging.getLogger("recall.lineup")
 #: How often a worker looks for retired generations whose retention window has ended.
 CLEANUP_EVERY_S = 2.0
+#: How long an index role keeps serving a generation after it stopped being live.
+RETIRING_S = 10.0
 
 
 class LineupWatcher:
@@ -36,12 +41,14 @@ class LineupWatcher:
         self.settings = settings
         self.roles = tuple(roles)
         self.lineup = lineup
-        self.started_live = lineup.live
-        self.restart = False
-        self.on_live_change: Callable[[], None] = lambda: None
+        self.live = lineup.live
+        self.on_live_change: Callable[[int], None] = lambda generation: None
         self.bootstrap = bootstrap_servers(str(settings.broker))
-        self._building: dict[int, tuple[asyncio.Task[None], asyncio.Event]] = {}
+        #: The index role's indexers, per generation (live, building, retiring).
+        self.indexers: dict[int, tuple[DocumentIndexer, asyncio.Task[None], asyncio.Event]] = {}
+        self._retiring: dict[int, float] = {}
         self._next_cleanup = 0.0
+        self._failed: BaseException | None = None
 
     async def run(self, stop: asyncio.Event) -> None:
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None,
@@ -51,35 +58,39 @@ class LineupWatcher:
             tp = TopicPartition(control_topic(self.settings.topic_prefix), 0)
             consumer.assign([tp])
             await consumer.seek_to_beginning(tp)
+            # Older lineups are history: only the latest as of the end counts (an old record
+            # read on its own would look like a change of the live generation).
+            caught_up = (await consumer.end_offsets([tp]))[tp]
             await self.obey(self.lineup)
+            latest: Lineup | None = None
             while not stop.is_set():
+                if self._failed is not None:
+                    raise self._failed  # the supervisor restarts the role
                 batch = await consumer.getmany(tp, timeout_ms=500)
-                latest = None
                 for record in batch.get(tp, []):
                     if record.key == LINEUP_KEY and record.value:
                         latest = Lineup.from_json(bytes(record.value))
-                if latest is not None:
-                    self.lineup = latest
-                    await self.obey(latest)
+                if latest is not None and await consumer.position(tp) >= caught_up:
+                    self.lineup, latest = latest, None
+                    await self.obey(self.lineup)
                 elif time.monotonic() >= self._next_cleanup:
-                    await self._clean_up(self.lineup)  # retention windows end between records
-                if self.restart:
-                    return
+                    # retention windows (and retiring generations' grace) end between records
+                    await self.obey(self.lineup)
         finally:
-            for task, task_stop in self._building.values():
+            for _, _, task_stop in self.indexers.values():
                 task_stop.set()
+            for _, task, _ in self.indexers.values():
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(task, 15)
             await consumer.stop()
 
     async def obey(self, lineup: Lineup) -> None:
-        if lineup.live != self.started_live:
-            if not self.restart:
-                self.restart = True
-                self.on_live_change()
-            return
+        if lineup.live != self.live:
+            self._retiring[self.live] = time.monotonic() + RETIRING_S
+            self.live = lineup.live
+            self.on_live_change(lineup.live)
         if "index" in self.roles:
-            self._follow_building(lineup)
+            self._follow(lineup)
         await self._clean_up(lineup)
 
     async def _clean_up(self, lineup: Lineup) -> None:
@@ -89,27 +100,32 @@ class LineupWatcher:
         if "query" in self.roles:
             await self._delete_expired_topics(lineup)
 
-    def _follow_building(self, lineup: Lineup) -> None:
-        wanted = {lineup.building} if lineup.building and lineup.building != lineup.live else set()
-        for generation in set(self._building) - wanted:
-            self._building.pop(generation)[1].set()
-        for generation in wanted - set(self._building):
+    def _follow(self, lineup: Lineup) -> None:
+        now = time.monotonic()
+        self._retiring = {g: until for g, until in self._retiring.items() if until > now}
+        wanted = {lineup.live, *self._retiring}
+        if lineup.building:
+            wanted.add(lineup.building)
+        for generation in set(self.indexers) - wanted:
+            self.indexers.pop(generation)[2].set()
+        for generation in sorted(wanted - set(self.indexers)):
             task_stop = asyncio.Event()
             indexer = DocumentIndexer.for_generation(self.settings, generation)
             task = asyncio.create_task(self._index(indexer, task_stop, generation))
-            self._building[generation] = (task, task_stop)
+            self.indexers[generation] = (indexer, task, task_stop)
 
-    @staticmethod
-    async def _index(indexer: Any, stop: asyncio.Event, generation: int) -> None:
+    async def _index(self, indexer: Any, stop: asyncio.Event, generation: int) -> None:
         try:
             await indexer.run(stop)
-        except Exception:
-            log.exception("indexing building generation %s failed", generation)
+        except Exception as exc:
+            log.exception("indexing generation %s failed", generation)
+            self._failed = exc
 
     def _expired(self, lineup: Lineup) -> list[int]:
         now_ms = int(time.time() * 1000)
         window_ms = self.settings.snapshot_retention_s * 1000
-        return [g for g, at in lineup.retired if now_ms - at >= window_ms and g != lineup.live]
+        return [g for g, at in lineup.retired if now_ms - at >= window_ms and g != lineup.live
+                and g not in self.indexers]
 
     def _remove_expired_shards(self, lineup: Lineup) -> None:
         for generation in self._expired(lineup):

@@ -24,7 +24,6 @@ from streams.app import build_app
 from streams.kafka import seam
 from streams.kafka.coordinator import QueryCoordinator
 from streams.kafka.fleet import ensure_fleet_topics, read_lineup
-from streams.kafka.indexing import DocumentIndexer
 from streams.kafka.lineup import LineupWatcher
 from streams.kafka.supervisor import RESTART, Supervisor, watch_parent
 from streams.settings import Settings
@@ -79,7 +78,9 @@ def run_role(settings: Settings, role: str, *, loglevel: str = "warning") -> Non
 
 
 def _run_service(settings: Settings, role: str) -> None:
-    """The index or query role: its service and a lineup watcher on one event loop."""
+    """The index or query role and its lineup watcher on one event loop. Both follow a change
+    of the live generation in place: the index role already indexes a generation being built
+    (streams.kafka.lineup), the query role scatters to the new one from its next request."""
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     bootstrap = bootstrap_servers(str(settings.broker))
@@ -89,18 +90,18 @@ def _run_service(settings: Settings, role: str) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     watcher = LineupWatcher(settings, (role,), lineup)
-    watcher.on_live_change = stop.set
 
     async def serve() -> None:
         # aiokafka clients bind to the loop that creates them: build them inside it.
-        service: Any = (DocumentIndexer.for_generation(settings, lineup.live) if role == "index"
-                        else QueryCoordinator(settings, lineup.live))
-        await asyncio.gather(service.run(stop), watcher.run(stop))
+        runs = [watcher.run(stop)]  # the index role's indexers run under the watcher
+        if role == "query":
+            coordinator = QueryCoordinator(settings, lineup.live)
+            watcher.on_live_change = coordinator.switch
+            runs.append(coordinator.run(stop))
+        await asyncio.gather(*runs)
 
     loop.run_until_complete(serve())
     loop.close()
-    if watcher.restart:
-        sys.exit(RESTART)
 
 
 def _run_fold(settings: Settings, loglevel: str) -> None:
@@ -114,8 +115,14 @@ def _run_fold(settings: Settings, loglevel: str) -> None:
     app = build_app(settings, generation=lineup.live)
     driver = app.recall_fold  # type: ignore[attr-defined]
     watcher = LineupWatcher(settings, ("fold",), lineup)
-    # faust stops cleanly on SIGTERM; the restart happens once it has.
-    watcher.on_live_change = lambda: os.kill(os.getpid(), signal.SIGTERM)
+    restart: list[int] = []
+
+    def switch(generation: int) -> None:
+        # faust stops cleanly on SIGTERM; the restart happens once it has.
+        restart.append(generation)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    watcher.on_live_change = switch
     stop = asyncio.Event()
     last: dict[str, int] = {}
 
@@ -139,7 +146,7 @@ def _run_fold(settings: Settings, loglevel: str) -> None:
     try:
         worker.execute_from_commandline()
     except SystemExit:
-        if watcher.restart:
+        if restart:
             sys.exit(RESTART)
         raise
 
