@@ -76,7 +76,7 @@ class QueryCoordinator:
             # No commits: a request is worth answering only now, and a commit failing during a
             # rebalance makes aiokafka rejoin under a new member id (static membership fences
             # the old one). Callers re-send on timeout.
-            enable_auto_commit=False, fetch_max_wait_ms=20,
+            enable_auto_commit=False, fetch_max_wait_ms=200,
             session_timeout_ms=int(self.settings.session_timeout_s * 1000),
             heartbeat_interval_ms=int(self.settings.heartbeat_s * 1000))
         await consumer.start()

@@ -77,7 +77,7 @@ class DocumentIndexer:
     query coordinators' requests for shard k."""
 
     def __init__(self, settings: Settings, shards: ShardSet, *, group_id: str | None = None,
-                 fetch_max_wait_ms: int = 100, generation: int = 1) -> None:
+                 fetch_max_wait_ms: int = 200, generation: int = 1) -> None:
         if not settings.broker:
             raise ValueError("the index consumer needs RECALL_BROKER")
         if len(shards.shards) != settings.shards:

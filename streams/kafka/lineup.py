@@ -52,7 +52,7 @@ class LineupWatcher:
 
     async def run(self, stop: asyncio.Event) -> None:
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None,
-                                    enable_auto_commit=False, fetch_max_wait_ms=200)
+                                    enable_auto_commit=False, fetch_max_wait_ms=1000)
         await consumer.start()
         try:
             tp = TopicPartition(control_topic(self.settings.topic_prefix), 0)

@@ -7,11 +7,16 @@ one against the installed libraries and the real brokers (`install()` itself fai
 when an attribute it patches is gone).
 
 Contract, once `install()` ran in the process (the worker's roles, `build_app`, the client):
-1. Idle consumers wait. A fetch that brings no records is followed by a pause so that the
-   round trip lasts at least `min(fetch_max_wait_ms, IDLE_FETCH_WAIT_MS)`: a broker that
-   long-polls (Kafka, tansu) already waited and gets no extra pause; noida-db answers an empty
-   fetch at once and was asked 4–5k times a second per idle consumer (~0.85 core).
-   [aiokafka private: `Fetcher._proc_fetch_request`, `Fetcher._fetch_max_wait_ms`]
+1. Idle consumers wait, busy ones do not. Each consumer's fetch wait follows how long it has
+   been idle: `IDLE_FETCH_FLOOR_MS` right after a fetch that brought records, then a tenth
+   (`IDLE_RAMP`) of the time since, up to the consumer's `fetch_max_wait_ms`. A broker that long-polls (Kafka, tansu) does the waiting; one that
+   answers an empty fetch at once (noida-db: 4–5k fetches/s per idle consumer, ~0.85 core) is
+   followed by a client-side pause for the rest of the wait. So a long-idle consumer fetches
+   `1000 / fetch_max_wait_ms` times a second, and one in the middle of an exchange
+   (request/reply every ~100 ms, a burst) within a tenth of the gap since its last data. `wake(consumer)` ends the pause of a
+   consumer whose data is about to come (a requester's reply consumer, when it sends).
+   [aiokafka private: `Fetcher._proc_fetch_request`, `Fetcher._fetch_max_wait_ms`,
+   `AIOKafkaConsumer._fetcher`]
 2. A static group member leaves on a clean stop (aiokafka skips LeaveGroup for static
    members, expecting to come back; a scale-in must hand partitions over at once, and
    noida-db never expires a member that left without it).
@@ -65,12 +70,13 @@ from streams.kafka.partitions import PartitionProcessor, ReadPositions
 
 log = logging.getLogger("recall.seam")
 
-#: Ceiling of the client-side pause after an empty fetch, in ms: the latency an idle consumer
-#: adds to a hop. Measured (ENGINE.md, pipeline profile): without it one idle consumer on
-#: noida-db burned ~0.85 core; with 50 ms the pipeline ran 3.1–4.7× faster.
-IDLE_FETCH_WAIT_MS = 50
+#: The wait after a fetch that brought records, and how it grows: idle time ÷ IDLE_RAMP, up
+#: to the consumer's fetch_max_wait_ms. Measured (ENGINE.md, pipeline profile): without any wait one
+#: idle consumer on noida-db burned ~0.85 core; with 50 ms the pipeline ran 3.1–4.7× faster.
+IDLE_FETCH_FLOOR_MS = 5
+IDLE_RAMP = 10
 #: faust's worker consumer long poll (tansu answers after it, whatever arrives meanwhile).
-FOLD_FETCH_WAIT_MS = 100
+FOLD_FETCH_WAIT_MS = 200
 #: Least time between two seek-backs of one fold partition: faust's stream buffer keeps
 #: delivering records fetched before a seek, which land past the position too.
 RESEEK_S = 1.0
@@ -90,18 +96,45 @@ _faust_worker_consumer = faust_aiokafka.AIOKafkaConsumerThread._create_worker_co
 
 async def _fetch_waiting(self: Any, assignment: Any, node_id: Any, request: Any) -> bool:
     # returns True when it buffered records; the fetch routine sends no new request to this
-    # node while the task runs, so the sleep is the long poll the broker did not do
+    # node while the task runs, so the sleep is the long poll the broker did not do. The
+    # request was built with `_fetch_max_wait_ms`, which is set here for the next one.
+    cap = getattr(self, "_recall_wait_cap", None)
+    if cap is None:
+        cap = self._recall_wait_cap = self._fetch_max_wait_ms
+        self._recall_woken = asyncio.Event()
+        self._recall_data_at = time.monotonic()
+    wait = min(self._fetch_max_wait_ms, cap)
     started = time.monotonic()
     found: bool = await _fetch(self, assignment, node_id, request)
-    if not found:
-        left = min(self._fetch_max_wait_ms, IDLE_FETCH_WAIT_MS) / 1000 - (
-            time.monotonic() - started)
-        if left > 0:
-            try:
-                await asyncio.sleep(left)
-            except asyncio.CancelledError:
-                return False  # as the original: a cancelled fetch's result is of no interest
-    return found
+    now = time.monotonic()
+    if found:
+        self._recall_data_at = now
+        self._fetch_max_wait_ms = min(IDLE_FETCH_FLOOR_MS, cap)
+        return True
+    idle_ms = 1000 * (now - self._recall_data_at)
+    self._fetch_max_wait_ms = int(min(cap, max(IDLE_FETCH_FLOOR_MS, idle_ms / IDLE_RAMP)))
+    left = wait / 1000 - (now - started)
+    woken = self._recall_woken
+    if left > 0 and not woken.is_set():
+        try:
+            await asyncio.wait_for(woken.wait(), left)
+        except TimeoutError:
+            pass
+        except asyncio.CancelledError:
+            return False  # as the original: a cancelled fetch's result is of no interest
+    woken.clear()
+    return False
+
+
+def wake(consumer: AIOKafkaConsumer) -> None:
+    """Data is about to arrive for `consumer` (a requester just sent a request): end its idle
+    pause now and fetch with the shortest wait (from the consumer's event loop)."""
+    fetcher = getattr(consumer, "_fetcher", None)
+    if fetcher is None or getattr(fetcher, "_recall_wait_cap", None) is None:
+        return
+    fetcher._fetch_max_wait_ms = min(IDLE_FETCH_FLOOR_MS, fetcher._recall_wait_cap)
+    fetcher._recall_data_at = time.monotonic()
+    fetcher._recall_woken.set()
 
 
 # --- 2. static members leave on a clean stop -----------------------------------------------
