@@ -18,7 +18,7 @@ N = 200,000 events (+800 headers), native JSONL, ~60 MB.
    measurements, so both share the machine's state. Its index digest is the expected answer.
 2. The corpus is produced to `<A>.events` as `recall ingest` produces it: each session's lines
    packed into segments (streams.kafka.producer.pack_segments: ≤ 64 KiB, so ~1 record per
-   session here), acks awaited at the end (`pipeline_produce_events_per_s`).
+   session here), 1 MiB zstd batches, acks awaited at the end (`pipeline_produce_events_per_s`).
 3. `raw_consume_events_per_s`: one plain AIOKafkaConsumer (no group, all 8 partitions, from the
    beginning) reads every record and `orjson.loads` every line; N ÷ time from the first
    `getmany` to the last line. Median of 3, before any worker runs.
@@ -53,7 +53,8 @@ N = 200,000 events (+800 headers), native JSONL, ~60 MB.
    job returns when both groups have committed the topic ends. The digests of generations 1,
    2 and 3 must equal the embedded build's, or the suite fails.
 10. `pipeline_events_per_s_single_records`: the same corpus produced one line per record (as an
-   external producer may write) to `<C>.events`, a fresh worker (all roles), measured as in 4.
+   external producer may write: plain aiokafka, uncompressed) to `<C>.events`, a fresh worker
+   (all roles), measured as in 4.
 Ratios: `pipeline_ratio_vs_embedded` (4 ÷ 1), `replay_ratio_vs_embedded`,
 `reindex_ratio_vs_embedded`, `pipeline_ratio_vs_raw_consume` (4 ÷ 3).
 """
@@ -80,7 +81,7 @@ from bench.corpus import TextGen, session_events
 from bench.search_corpus import fresh_dir, percentile, scale, size_name
 from streams.facade import Recall
 from streams.kafka.fleet import LINEUP_KEY, Lineup, control_topic
-from streams.kafka.producer import pack_segments
+from streams.kafka.producer import batching_producer, pack_segments
 from streams.settings import Settings
 from streams.topics import Topics, ensure_topics
 from tests.integration.brokers import Broker, start_broker, stop_broker
@@ -118,6 +119,19 @@ def as_segments(corpus: dict[str, list[bytes]]) -> list[tuple[bytes, bytes]]:
     """What `recall ingest` sends: each session's lines packed into segments."""
     return [(sid.encode(), segment) for sid, lines in corpus.items()
             for segment in pack_segments(lines)]
+
+
+async def produce_as_ingest(bootstrap: str, topic: str,
+                            records: list[tuple[bytes, bytes]]) -> None:
+    """Send with the producer settings of `recall ingest` (streams.kafka.producer: 1 MiB
+    zstd-compressed batches, acks=all), awaiting every ack at the end."""
+    producer = batching_producer(bootstrap, acks="all", linger_ms=5)
+    await producer.start()
+    try:
+        futures = [await producer.send(topic, value, key=key) for key, value in records]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
 
 
 def as_single_records(corpus: dict[str, list[bytes]]) -> list[tuple[bytes, bytes]]:
@@ -336,7 +350,7 @@ class Suite:
         records = as_segments(self.corpus)
         asyncio.run(ensure_topics(bootstrap, topics))
         start = time.perf_counter()
-        asyncio.run(produce(bootstrap, topics.events, records))
+        asyncio.run(produce_as_ingest(bootstrap, topics.events, records))
         produce_s = time.perf_counter() - start
         lines = self.events + len(self.corpus)
         raw = [asyncio.run(raw_consume(bootstrap, topics.events, lines)) for _ in range(3)]
@@ -429,7 +443,7 @@ class Suite:
         sids = {f"changelog-{size}": size for size in CHANGELOG_SIZES}
         corpus = {sid: session_lines(sid, 5000 + i, size, gen, compact_at=300)
                   for i, (sid, size) in enumerate(sids.items())}
-        asyncio.run(produce(bootstrap, topics.events, as_segments(corpus)))
+        asyncio.run(produce_as_ingest(bootstrap, topics.events, as_segments(corpus)))
         try:
             for sid, size in sids.items():
                 wait_until(lambda s=sid, n=size: counter.count(s) >= n, worker,

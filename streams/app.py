@@ -8,6 +8,7 @@ import faust
 
 from projections.errors import RecallError
 from streams.kafka.membership import instance_id
+from streams.kafka.producer import COMPRESSION
 from streams.settings import Settings
 from streams.topics import Topics
 
@@ -46,6 +47,9 @@ def faust_options(settings: Settings, *, flavor: BrokerFlavor = "kafka") -> dict
         # tansu's ListOffsets returns a batch's base offset + 1, so faust stops changelog
         # recovery early and silently loses table writes; one record per batch avoids it.
         options["producer_max_batch_size"] = 1
+    else:
+        # The changelog's batches compressed like every other output (streams.kafka.producer).
+        options["producer_compression_type"] = COMPRESSION
     return options
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -91,8 +91,10 @@ def encode_document(record: IndexRecord) -> bytes:
     return orjson.dumps(record.to_json())
 
 
-def decode_document(value: bytes) -> IndexRecord:
+def decode_document(value: bytes | None) -> IndexRecord:
     """Inverse of `encode_document`; raises InputRejected on bytes that are not a document."""
+    if value is None:
+        raise InputRejected("a documents record without a value", code=INGEST_SCHEMA_VIOLATION)
     try:
         return record_from_json(orjson.loads(value))
     except (orjson.JSONDecodeError, KeyError, ValueError, TypeError) as exc:
@@ -101,9 +103,43 @@ def decode_document(value: bytes) -> IndexRecord:
 
 
 def document_key(record: IndexRecord) -> bytes:
-    """Compaction key of a document: `sessionId:seq`, or `sessionId:header` for the header."""
+    """Key of a document: `sessionId:seq`, or `sessionId:header` for the header."""
     suffix = getattr(record, "seq", "header")
     return f"{record.session_id}:{suffix}".encode()
+
+
+def pack_documents(records: Sequence[IndexRecord],
+                   max_bytes: int) -> Iterator[tuple[bytes, bytes]]:
+    """One session's consecutive documents → documents-topic (key, value) records: each value
+    the documents' JSON lines (at most `max_bytes`, a longer document alone), keyed by its
+    first document (`document_key`). A re-fold emits every later document again from some
+    document on, so under compaction each document's latest copy survives."""
+    run: list[bytes] = []
+    key = b""
+    size = 0
+    for record in records:
+        line = encode_document(record)
+        if run and size + 1 + len(line) > max_bytes:
+            yield key, b"\n".join(run)
+            run, size = [], 0
+        if not run:
+            key = document_key(record)
+        size += len(line) + (1 if run else 0)
+        run.append(line)
+    if run:
+        yield key, b"\n".join(run)
+
+
+def decode_documents(value: bytes | None) -> list[tuple[int, bytes | None,
+                                                        IndexRecord | InputRejected]]:
+    """A documents-topic value → (line index, line bytes, document or the rejection) per line."""
+    out: list[tuple[int, bytes | None, IndexRecord | InputRejected]] = []
+    for index, line in split_segment(value):
+        try:
+            out.append((index, line, decode_document(line)))
+        except InputRejected as exc:
+            out.append((index, line, exc))
+    return out
 
 
 # --- dead letters ----------------------------------------------------------------------------

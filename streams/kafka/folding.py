@@ -12,9 +12,8 @@ from aiokafka import AIOKafkaProducer
 from streams.codec import (
     DeadLetter,
     dead_letter_key,
-    document_key,
     encode_dead_letter,
-    encode_document,
+    pack_documents,
 )
 from streams.kafka.foldstep import (
     FoldProcessor,
@@ -26,6 +25,10 @@ from streams.kafka.foldstep import (
 )
 from streams.topics import Topics
 
+#: Bound of one documents record (a session's documents of one batch, JSON lines); a fold
+#: batch of segments produces a few records instead of one per event (the broker's per-record
+#: cost was measured as the pipeline's largest on noida-db).
+DOCUMENTS_MAX_BYTES = 512 * 1024
 #: Writes a partition's drained table records (in order); returns the send futures.
 TableWrite = Callable[[int, Iterable[tuple[str, bytes | None]]], Awaitable[list[Awaitable[Any]]]]
 
@@ -34,7 +37,8 @@ class Fold:
     """Folds a batch of events records against the fold table. Order of effects
     (at-least-once, no transactions):
     1. fold every line of every record against the table plus the batch's pending writes;
-    2. produce documents and dead letters to the source record's partition, await their acks;
+    2. produce documents and dead letters to the source record's partition, await their acks
+       (documents: per session of the batch, a few records of JSON lines, in seq order);
     3. only then write the table (changelog): per partition its sessions' records (each key
        once, meta records last), then the partition's read position `upto`.
     A crash before 3 replays the batch (its documents are re-sent; the indexer upserts); a crash
@@ -66,6 +70,7 @@ class Fold:
         assert producer is not None, "the fold's output producer is not started"
         topics = self.topics
         overlays: dict[int, Overlay] = {}
+        documents: dict[tuple[int, str], list[Any]] = {}
         pending: list[Any] = []
         for msg in records:
             partition = msg.partition
@@ -87,10 +92,11 @@ class Fold:
                                                        partition=partition))
                     continue
                 for record in out.documents:
-                    pending.append(await producer.send(topics.documents,
-                                                       encode_document(record),
-                                                       key=document_key(record),
-                                                       partition=partition))
+                    documents.setdefault((partition, record.session_id), []).append(record)
+        for (partition, _), records_of_session in documents.items():
+            for key, value in pack_documents(records_of_session, DOCUMENTS_MAX_BYTES):
+                pending.append(await producer.send(topics.documents, value, key=key,
+                                                   partition=partition))
         if pending:
             await asyncio.gather(*pending)
         for partition, offset in upto.items():

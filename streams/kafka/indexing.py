@@ -18,7 +18,7 @@ from projections.records import IndexRecord
 from streams.codec import (
     DeadLetter,
     dead_letter_key,
-    decode_document,
+    decode_documents,
     decode_request,
     encode_dead_letter,
     encode_reply,
@@ -133,7 +133,7 @@ class DocumentIndexer:
                                     listener=self.loop.listener(_ShardRequestsFromNow(self)))
             while not stop.is_set():
                 batches = await self.consumer.getmany(timeout_ms=200, max_records=BATCH_MAX)
-                self.stats["indexed"] += await self.loop.step(batches)
+                await self.loop.step(batches)
                 for tp, messages in batches.items():
                     if tp.topic == self.shard_topic:
                         for msg in messages:
@@ -145,28 +145,30 @@ class DocumentIndexer:
     async def process(self, records: Sequence[Any], upto: Mapping[int, int]) -> None:
         decoded: list[IndexRecord] = []
         for msg in records:
-            try:
-                decoded.append(decode_document(msg.value))
-            except InputRejected as exc:
-                await self.park(msg, exc.code, exc.message)
+            for index, line, document in decode_documents(msg.value):
+                if isinstance(document, InputRejected):
+                    await self.park(msg, index, line, document.code, document.message)
+                else:
+                    decoded.append(document)
         positions = {position_source(self.topic, p): offset for p, offset in upto.items()}
+        self.stats["indexed"] += len(decoded)
         try:
             self.shards.write_batch(decoded, positions)
         except SourceConflict:
-            # One record disagrees with the shard; find it by writing one at a time.
+            # One document disagrees with the shard; find it by writing one at a time.
             await self._write_one_by_one(records)
 
     async def _write_one_by_one(self, records: Sequence[Any]) -> None:
         for msg in records:
-            position = {position_source(msg.topic, msg.partition): msg.offset + 1}
-            try:
-                record = decode_document(msg.value)
-                self.shards.write_batch([record], position)
-            except InputRejected:
-                self.shards.write_batch([], position)  # already parked
-            except SourceConflict as exc:
-                await self.park(msg, exc.code, exc.message)
-                self.shards.write_batch([], position)
+            for index, line, document in decode_documents(msg.value):
+                if isinstance(document, InputRejected):
+                    continue  # parked already
+                try:
+                    self.shards.write_batch([document], {})
+                except SourceConflict as exc:
+                    await self.park(msg, index, line, exc.code, exc.message)
+            self.shards.write_batch([], {position_source(msg.topic, msg.partition):
+                                         msg.offset + 1})
 
     async def answer(self, value: bytes) -> None:
         """Answer one shard request from the local shard; errors become error replies."""
@@ -190,9 +192,10 @@ class DocumentIndexer:
         topic, partition = parse_reply_to(request.reply_to)
         await self.producer.send_and_wait(topic, encode_reply(reply), partition=partition)
 
-    async def park(self, msg: Any, code: str, reason: str) -> None:
+    async def park(self, msg: Any, line: int, value: bytes | None, code: str,
+                   reason: str) -> None:
         letter = DeadLetter.of(topic=msg.topic, partition=msg.partition, offset=msg.offset,
-                               key=msg.key, value=msg.value, code=code, reason=reason)
+                               line=line, key=msg.key, value=value, code=code, reason=reason)
         await self.producer.send_and_wait(self.topics.dead_letter, encode_dead_letter(letter),
                                           key=dead_letter_key(letter), partition=msg.partition)
         self.stats[f"parked:{code}"] += 1

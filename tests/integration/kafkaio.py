@@ -80,6 +80,51 @@ async def read_topic(bootstrap: str, topic: str, *, expect: int, timeout_s: floa
     return out
 
 
+async def read_documents(bootstrap: str, topic: str, *, expect: int, timeout_s: float = 30.0,
+                         settle_s: float = 0.0, partitions: int = 4,
+                         worker: WorkerProcess | None = None) -> list[Record]:
+    """The documents of a documents topic, one Record per document (a topic record carries a
+    session's documents as JSON lines): `key` is the document's key (`sessionId:seq`), `value`
+    its line, `offset` its record's. Reads until `expect` distinct documents arrived."""
+    from streams.codec import decode_documents, document_key
+
+    def expand(records: list[Record]) -> list[Record]:
+        out = []
+        for r in records:
+            for _, line, document in decode_documents(r.value):
+                if isinstance(document, Exception):
+                    raise AssertionError(f"an undecodable document at {r}: {document}")
+                out.append(Record(r.topic, r.partition, r.offset, document_key(document), line))
+        return out
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                fetch_max_wait_ms=50, auto_offset_reset="earliest")
+    await consumer.start()
+    records: list[Record] = []
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        settle_until: float | None = None
+        while loop.time() < deadline:
+            if settle_until is None and len({r.key for r in expand(records)}) >= expect:
+                settle_until = loop.time() + settle_s
+            if settle_until is not None and loop.time() >= settle_until:
+                break
+            if worker is not None and worker.process.poll() is not None:
+                raise AssertionError(f"worker exited with {worker.process.returncode}:\n"
+                                     f"{worker.log_tail()}")
+            batches = await consumer.getmany(timeout_ms=100)
+            for tp, messages in batches.items():
+                records.extend(Record(tp.topic, tp.partition, m.offset, m.key, m.value)
+                               for m in messages)
+    finally:
+        await consumer.stop()
+    return expand(records)
+
+
 class _AsFaust(RoundRobinPartitionAssignor):  # type: ignore[misc]
     """Joins a faust app's group: brokers refuse a member whose protocol the group lacks."""
 

@@ -25,6 +25,7 @@ from streams.codec import (
     dead_letter_key,
     decode_dead_letter,
     decode_document,
+    decode_documents,
     decode_event_line,
     decode_reply,
     decode_request,
@@ -37,6 +38,7 @@ from streams.codec import (
     encode_segment,
     error_reply,
     ok_reply,
+    pack_documents,
     split_segment,
 )
 
@@ -164,3 +166,23 @@ def test_a_dead_letter_names_the_line_of_its_record() -> None:
     back = decode_dead_letter(encode_dead_letter(letter))
     assert back.line == 3 and dead_letter_key(back) == b"p.events:1:7:3"
     assert orjson.loads(encode_dead_letter(letter))["line"] == 3
+
+
+def test_a_sessions_documents_travel_as_json_lines_keyed_by_the_first() -> None:
+    head = HeaderRecord("s1", header("s1"))
+    events = [EventRecord("s1", seq, "user/message", 1000 + seq, Surface.CURRENT, f"q{seq}",
+                          orjson.dumps(user(seq, f"q{seq}"))) for seq in range(5)]
+    packed = list(pack_documents([head, *events], max_bytes=10_000))
+    assert [key for key, _ in packed] == [b"s1:header"]
+    assert [doc for _, _, doc in decode_documents(packed[0][1])] == [head, *events]
+    small = list(pack_documents(events, max_bytes=len(encode_document(events[0])) * 2 + 1))
+    assert [key for key, _ in small] == [b"s1:0", b"s1:2", b"s1:4"]
+    assert [d for _, value in small for _, _, d in decode_documents(value)] == events
+
+
+def test_a_bad_document_line_is_reported_with_its_index() -> None:
+    good = encode_document(HeaderRecord("s1", header("s1")))
+    decoded = decode_documents(good + b"\n{nope")
+    assert decoded[0][2] == HeaderRecord("s1", header("s1"))
+    index, line, problem = decoded[1]
+    assert (index, line) == (1, b"{nope") and isinstance(problem, InputRejected)
