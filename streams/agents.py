@@ -14,7 +14,7 @@ from streams.topics import FOLD_TABLE, Topics, bootstrap_servers
 
 #: Records per batch. A batch costs one table write per touched key and one wait for the
 #: document acks, so bigger batches amortise more when sessions are bursty.
-BATCH_MAX = 50
+BATCH_MAX = 500
 #: How long a partial batch may wait: the latency floor of an event on a quiet topic.
 BATCH_WITHIN_S = 0.05
 #: Output producer linger: documents of one batch are sent together anyway.

@@ -18,8 +18,10 @@ from projections.errors import (
     InputRejected,
 )
 from projections.events import CHUNK_ROW_TYPES, parse_event, parse_header
+from projections.fold import Replacement
 from projections.logformat import expand_chunk_row
-from projections.records import IndexRecord, record_from_json
+from projections.records import EventRecord, HeaderRecord, IndexRecord, record_from_json
+from projections.surfaces import Surface
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,20 +88,48 @@ def encode_event_value(line: Mapping[str, Any]) -> bytes:
 
 # --- documents topic -------------------------------------------------------------------------
 
+#: Where an event document's raw event starts: `encode_document` writes it last, and `,"event":`
+#: cannot occur unescaped inside the string values before it.
+_EVENT_FIELD = b',"event":'
+
+
 def encode_document(record: IndexRecord) -> bytes:
-    """A header or event index record as a documents-topic value."""
-    return orjson.dumps(record.to_json())
+    """A header or event index record as one documents-topic line (JSON). An event's raw JSON
+    is embedded as it is (the last field), not parsed and written again."""
+    if isinstance(record, HeaderRecord):
+        return orjson.dumps(record.to_json())
+    return orjson.dumps({
+        "kind": "event", "sessionId": record.session_id, "seq": record.seq, "type": record.type,
+        "time": record.time, "surface": record.surface.value, "text": record.text,
+        "replacement": None if record.replacement is None else record.replacement.to_json(),
+        "event": orjson.Fragment(record.raw)})
 
 
 def decode_document(value: bytes | None) -> IndexRecord:
-    """Inverse of `encode_document`; raises InputRejected on bytes that are not a document."""
+    """Inverse of `encode_document`; raises InputRejected on bytes that are not a document.
+    An event's raw JSON is taken as the bytes it was embedded as (what the index stores)."""
     if value is None:
         raise InputRejected("a documents record without a value", code=INGEST_SCHEMA_VIOLATION)
+    at = value.find(_EVENT_FIELD)
     try:
+        if at > 0 and value.endswith(b"}") and value[at + 9:at + 10] == b"{":
+            fields = orjson.loads(value[:at] + b"}")
+            if fields.get("kind") == "event":
+                return _event_document(fields, value[at + 9:-1])
         return record_from_json(orjson.loads(value))
     except (orjson.JSONDecodeError, KeyError, ValueError, TypeError) as exc:
         raise InputRejected(f"not a documents-topic record: {exc}",
                             code=INGEST_SCHEMA_VIOLATION) from None
+
+
+def _event_document(fields: Mapping[str, Any], raw: bytes) -> EventRecord:
+    rep = fields["replacement"]
+    replacement = None if rep is None else Replacement(
+        int(rep["seq"]), int(rep["start"]), int(rep["end"]),
+        tuple(int(s) for s in rep["shadowedSeqs"]))
+    return EventRecord(str(fields["sessionId"]), int(fields["seq"]), str(fields["type"]),
+                       int(fields["time"]), Surface(fields["surface"]), str(fields["text"]), raw,
+                       replacement)
 
 
 def document_key(record: IndexRecord) -> bytes:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -31,6 +31,10 @@ from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
 log = logging.getLogger("recall.partitions")
+
+#: Lines processed (and positions recorded) at a time: a fetch of big segments is cut into runs
+#: of about this many events.
+CHUNK_LINES = 5000
 
 
 class Record(Protocol):
@@ -71,6 +75,24 @@ class Admitted:
     unread: list[Any] = field(default_factory=list)
     resume: dict[int, int] = field(default_factory=dict)
     reread: int = 0
+
+    def chunks(self, max_lines: int) -> Iterator[tuple[list[Any], dict[int, int]]]:
+        """The records in order, cut into runs of about `max_lines` lines (a record may be a
+        segment of many), each with the positions after it: a batch of big segments is
+        processed (and its positions recorded) a run at a time, so its outputs flow on and
+        its memory stays bounded."""
+        run: list[Any] = []
+        upto: dict[int, int] = {}
+        lines = 0
+        for record in self.records:
+            run.append(record)
+            upto[record.partition] = record.offset + 1
+            lines += 1 + (record.value.count(b"\n") if record.value else 0)
+            if lines >= max_lines:
+                yield run, upto
+                run, upto, lines = [], {}, 0
+        if run:
+            yield run, upto
 
 
 class ReadPositions:
@@ -145,9 +167,11 @@ class PartitionLoop:
     `listener()`, or assigned by hand and placed with `place`)."""
 
     def __init__(self, consumer: AIOKafkaConsumer, processor: PartitionProcessor, *,
-                 compacted: bool = False, commit: bool = True) -> None:
+                 compacted: bool = False, commit: bool = True,
+                 max_lines: int = CHUNK_LINES) -> None:
         self.consumer = consumer
         self.processor = processor
+        self.max_lines = max_lines
         self.positions = ReadPositions(compacted=compacted)
         self.commit = commit
         self.stats: dict[str, int] = {"processed": 0, "reread": 0, "unread": 0, "resought": 0}
@@ -195,12 +219,11 @@ class PartitionLoop:
                      topic, partition, offset)
             self.consumer.seek(TopicPartition(topic, partition), offset)
             self.stats["resought"] += 1
-        if not admitted.records:
-            return 0
-        await self.processor.process(admitted.records, admitted.upto)
-        self.positions.advance(admitted.upto)
+        for records, upto in admitted.chunks(self.max_lines):
+            await self.processor.process(records, upto)
+            self.positions.advance(upto)
         self.stats["processed"] += len(admitted.records)
-        if self.commit:
+        if self.commit and admitted.upto:
             try:
                 await self.consumer.commit({TopicPartition(topic, p): OffsetAndMetadata(o, "")
                                             for p, o in admitted.upto.items()})

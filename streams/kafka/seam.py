@@ -66,7 +66,7 @@ from faust.transport import consumer as faust_consumer
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types.tuples import ack_lock
 
-from streams.kafka.partitions import PartitionProcessor, ReadPositions
+from streams.kafka.partitions import CHUNK_LINES, PartitionProcessor, ReadPositions
 
 log = logging.getLogger("recall.seam")
 
@@ -385,9 +385,9 @@ class FaustFold:
         self.stats["unread"] += len(admitted.unread)
         if admitted.resume:
             await self._seek_back(admitted.resume)
-        if admitted.records:
-            await self.processor.process(admitted.records, admitted.upto)
-            self.positions.advance(admitted.upto)
+        for records, upto in admitted.chunks(CHUNK_LINES):
+            await self.processor.process(records, upto)
+            self.positions.advance(upto)
         return {id(m) for m in admitted.unread}
 
     async def _seek_back(self, resume: dict[int, int]) -> None:

@@ -186,3 +186,13 @@ def test_a_bad_document_line_is_reported_with_its_index() -> None:
     assert decoded[0][2] == HeaderRecord("s1", header("s1"))
     index, line, problem = decoded[1]
     assert (index, line) == (1, b"{nope") and isinstance(problem, InputRejected)
+
+
+def test_an_event_documents_raw_json_comes_back_as_the_same_bytes() -> None:
+    raw = b'{"type":"user/message","seq":3,"time":1,"data":{"t":",\\"event\\":{}"}}'
+    tricky = EventRecord("s1", 3, "user/message", 1, Surface.CURRENT, 'a ,"event": b', raw,
+                         Replacement(3, 0, 1, (0, 1)))
+    line = encode_document(tricky)
+    assert orjson.loads(line)["event"] == orjson.loads(raw)
+    back = decode_document(line)
+    assert back == tricky and isinstance(back, EventRecord) and back.raw == raw

@@ -95,3 +95,23 @@ def test_partitions_keep_separate_positions() -> None:
     admitted = positions.admit([R(1, 0), R(2, 5), R(1, 1)])
     assert offsets(admitted.records) == [(1, 0), (1, 1)] and admitted.upto == {1: 2}
     assert offsets(admitted.unread) == [(2, 5)] and admitted.resume == {2: 4}
+
+
+@dataclass(frozen=True)
+class Seg:
+    partition: int
+    offset: int
+    value: bytes
+
+
+def test_a_batch_of_segments_is_processed_in_runs_of_about_max_lines() -> None:
+    positions = ReadPositions()
+    positions.place(0, 0)
+    positions.place(1, 0)
+    records = [Seg(0, 0, b"a\nb\nc"), Seg(1, 0, b"d"), Seg(0, 1, b"e\nf"), Seg(1, 1, b"g\nh\ni")]
+    admitted = positions.admit(records)
+    runs = list(admitted.chunks(max_lines=4))
+    assert [[(r.partition, r.offset) for r in run] for run, _ in runs] == [
+        [(0, 0), (1, 0)], [(0, 1), (1, 1)]]
+    assert [upto for _, upto in runs] == [{0: 1, 1: 1}, {0: 2, 1: 2}]
+    assert list(admitted.chunks(max_lines=100)) == [(records, {0: 2, 1: 2})]
