@@ -1,7 +1,14 @@
-"""Transport: a worker's roles obeying the fleet's generation lineup (the `<p>.control` topic).
+"""Transport: a worker obeying the fleet's generation lineup (the `<p>.control` topic).
 
-- the live generation changed: `on_live_change(generation)` tells the role (the fold role
-  restarts into it; the query role scatters to it from its next request on);
+`LineupFollower` runs in the supervisor (streams.kafka.supervisor): the only consumer of the
+lineup that waits on it closely. On a change it
+- runs the fold role of the new live generation (a faust app's group and changelog are fixed
+  when it is built), promoting the standby it prepared while that generation was being built,
+  and only then stops the old one, so the switch costs no process start and no shutdown wait;
+- tells the other roles (SIGUSR1), whose `LineupWatcher` then reads the lineup at once.
+`LineupWatcher` runs in the index and query roles:
+- the live generation changed: `on_live_change(generation)` tells the role (the query role
+  scatters to it from its next request on);
 - an index role indexes the live generation and the one being built, each into its own shard
   files (`kafka-index-g<n>/`) in that generation's consumer group, so when a built generation
   goes live its indexer simply keeps running; the generation that stopped being live keeps
@@ -16,12 +23,14 @@ import asyncio
 import contextlib
 import logging
 import shutil
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from streams.kafka import seam
 from streams.kafka.fleet import LINEUP_KEY, Lineup, control_topic
 from streams.kafka.indexing import DocumentIndexer
 from streams.settings import Settings
@@ -32,6 +41,10 @@ log = logging.getLogger("recall.lineup")
 CLEANUP_EVERY_S = 2.0
 #: How long an index role keeps serving a generation after it stopped being live.
 RETIRING_S = 10.0
+#: Idle fetch wait of a role's lineup watcher (woken by the supervisor on a change) and of the
+#: supervisor's follower (the one that notices changes).
+WATCH_WAIT_MS = 5000
+FOLLOW_WAIT_MS = 200
 
 
 class LineupWatcher:
@@ -49,10 +62,18 @@ class LineupWatcher:
         self._retiring: dict[int, float] = {}
         self._next_cleanup = 0.0
         self._failed: BaseException | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+
+    def wake(self) -> None:
+        """The supervisor saw the lineup change: read it now (from the role's event loop)."""
+        if self._consumer is not None:
+            seam.wake(self._consumer)
 
     async def run(self, stop: asyncio.Event) -> None:
+        # A long idle wait: the supervisor wakes the watcher when the lineup changes.
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None,
-                                    enable_auto_commit=False, fetch_max_wait_ms=1000)
+                                    enable_auto_commit=False, fetch_max_wait_ms=WATCH_WAIT_MS)
+        self._consumer = consumer
         await consumer.start()
         try:
             tp = TopicPartition(control_topic(self.settings.topic_prefix), 0)
@@ -151,3 +172,54 @@ class LineupWatcher:
                     await admin.delete_topics(doomed)
         finally:
             await admin.close()
+
+
+class LineupFollower:
+    """Tails the lineup for a supervisor (in a thread of its own) and calls `on_change(old,
+    new)` with every change after the lineup it started from."""
+
+    def __init__(self, settings: Settings, lineup: Lineup,
+                 on_change: Callable[[Lineup, Lineup], None]) -> None:
+        self.settings = settings
+        self.lineup = lineup
+        self.on_change = on_change
+        self.bootstrap = bootstrap_servers(str(settings.broker))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="recall-lineup", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._follow())
+        except Exception:
+            log.exception("following the lineup failed")
+
+    async def _follow(self) -> None:
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None,
+                                    enable_auto_commit=False, fetch_max_wait_ms=FOLLOW_WAIT_MS)
+        await consumer.start()
+        try:
+            tp = TopicPartition(control_topic(self.settings.topic_prefix), 0)
+            consumer.assign([tp])
+            await consumer.seek_to_beginning(tp)
+            caught_up = (await consumer.end_offsets([tp]))[tp]
+            latest: Lineup | None = None
+            while not self._stop.is_set():
+                batch = await consumer.getmany(tp, timeout_ms=500)
+                for record in batch.get(tp, []):
+                    if record.key == LINEUP_KEY and record.value:
+                        latest = Lineup.from_json(bytes(record.value))
+                if latest is not None and await consumer.position(tp) >= caught_up:
+                    if (latest.live, latest.building) != (self.lineup.live,
+                                                          self.lineup.building):
+                        old, self.lineup = self.lineup, latest
+                        self.on_change(old, latest)
+                    self.lineup, latest = latest, None
+        finally:
+            await consumer.stop()

@@ -2,20 +2,30 @@
 
 The roles (fold, index, query) run as separate processes so that they overlap on separate cores
 (one process shared one GIL: fold, index, faust's consumer thread and the pollers). The
-supervisor only starts, watches and stops them:
-- a role that exits with `RESTART` (its generation changed) is started again at once;
-- a role that dies any other way (a crash, kill -9) is started again after a back-off that
-  doubles from `BACKOFF_S` up to `BACKOFF_MAX_S` while it keeps dying quickly;
-- SIGTERM/SIGINT stop every role (SIGTERM, then SIGKILL after `STOP_GRACE_S`) and then the
+supervisor only starts, watches, replaces and stops them:
+- a role that dies (a crash, kill -9, any exit it was not asked for) is started again after a
+  back-off that doubles from `BACKOFF_S` up to `BACKOFF_MAX_S` while it keeps dying quickly
+  (`RESTART` as exit code: at once);
+- `replace(role, command)` starts the role's new process first and only then stops the old one
+  (SIGTERM): two processes of a role may overlap while the old one winds down;
+- `prepare(role, command)` starts a standby process: `command` + `STANDBY_ARGS` (it loads, then
+  waits for SIGUSR1); `replace` with the same command promotes it instead of starting one;
+- `notify(roles)` sends SIGUSR1 to those roles' processes (a role handles it once it called
+  `ready_for_notices`; until then it stays pending);
+- SIGTERM/SIGINT stop every process (SIGTERM, then SIGKILL after `STOP_GRACE_S`) and then the
   supervisor; a supervisor killed with kill -9 takes its roles with it (Linux parent-death
   signal; elsewhere each role notices its parent is gone within a second).
+Calls from other threads are queued and run by the supervisor's loop (`call_soon`).
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import ctypes
 import logging
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -26,8 +36,10 @@ from dataclasses import dataclass, field
 
 log = logging.getLogger("recall.supervisor")
 
-#: Exit code of a role that asks to be started again now (its generation changed).
+#: Exit code of a role that asks to be started again now.
 RESTART = 75
+#: Appended to a role's command to start it as a standby.
+STANDBY_ARGS = ("--standby",)
 BACKOFF_S = 0.5
 BACKOFF_MAX_S = 15.0
 #: A role that stayed up this long is healthy again: its next death restarts without delay.
@@ -37,8 +49,26 @@ POLL_S = 0.2
 _PR_SET_PDEATHSIG = 1
 
 
+def _prepare_child() -> None:
+    """In a role process before exec: SIGUSR1 stays pending until the role is ready for it
+    (`ready_for_notices`), and the process dies with the supervisor."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+    die_with_parent()
+
+
+def ready_for_notices(handler: Callable[[], None],
+                      loop: asyncio.AbstractEventLoop | None = None) -> None:
+    """In a role process: call `handler` on SIGUSR1 from now on, in `loop` if given (one that
+    came earlier is delivered now)."""
+    if loop is not None:
+        loop.add_signal_handler(signal.SIGUSR1, handler)
+    else:
+        signal.signal(signal.SIGUSR1, lambda *_: handler())
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
+
+
 def die_with_parent() -> None:
-    """In a role process before exec: the kernel kills it when the supervisor dies."""
+    """The kernel kills this process when its parent (the supervisor) dies."""
     if sys.platform.startswith("linux"):
         try:
             libc = ctypes.CDLL(None, use_errno=True)
@@ -61,7 +91,7 @@ def watch_parent(parent: int, on_orphaned: Callable[[], None]) -> None:
 
 @dataclass
 class Role:
-    """One role process and its restart history."""
+    """One role: its current command and process, a standby if prepared, its history."""
 
     name: str
     command: list[str]
@@ -71,6 +101,8 @@ class Role:
     backoff: float = BACKOFF_S
     due: float = 0.0
     exits: list[int] = field(default_factory=list)
+    standby: subprocess.Popen[bytes] | None = None
+    standby_command: list[str] = field(default_factory=list)
 
 
 class Supervisor:
@@ -80,9 +112,17 @@ class Supervisor:
         self.roles = {name: Role(name, list(command)) for name, command in commands.items()}
         self.env = dict(env)
         self.stopping = False
+        #: Processes replaced and told to stop, until they exit (killed after STOP_GRACE_S).
+        self.retiring: list[tuple[subprocess.Popen[bytes], float]] = []
+        self._calls: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
 
     def stop(self, *_: object) -> None:
         self.stopping = True
+        self._calls.put(lambda: None)
+
+    def call_soon(self, call: Callable[[], None]) -> None:
+        """Run `call` in the supervisor's loop (from any thread)."""
+        self._calls.put(call)
 
     def run(self) -> int:
         """Until SIGTERM/SIGINT; returns the exit code (0 after a clean stop)."""
@@ -92,23 +132,79 @@ class Supervisor:
             for role in self.roles.values():
                 self._start(role)
             while not self.stopping:
-                time.sleep(POLL_S)
+                with contextlib.suppress(queue.Empty):
+                    self._calls.get(timeout=POLL_S)()
                 self._tend()
         finally:
             self._stop_all()
         return 0
 
+    # --- what other threads ask for (through call_soon) --------------------------------------
+
+    def replace(self, name: str, command: Sequence[str]) -> None:
+        """Run `command` as role `name` from now on: the new process starts (or the prepared
+        standby is promoted), then the old one is told to stop."""
+        role = self.roles[name]
+        old = role.process
+        role.command = list(command)
+        if role.standby is not None and role.standby_command == role.command \
+                and role.standby.poll() is None:
+            role.process, role.standby = role.standby, None
+            role.started = time.monotonic()
+            role.process.send_signal(signal.SIGUSR1)
+            log.warning("role %s: standby (pid %s) promoted", name, role.process.pid)
+        else:
+            self._drop_standby(role)
+            self._start(role)
+        if old is not None and old.poll() is None:
+            old.send_signal(signal.SIGTERM)
+            self.retiring.append((old, time.monotonic() + STOP_GRACE_S))
+
+    def prepare(self, name: str, command: Sequence[str] | None) -> None:
+        """Keep a standby process of `command` for role `name` (None: none)."""
+        role = self.roles[name]
+        wanted = list(command) if command is not None else []
+        if role.standby is not None and role.standby_command == wanted:
+            return
+        self._drop_standby(role)
+        if wanted:
+            role.standby_command = wanted
+            role.standby = self._spawn([*wanted, *STANDBY_ARGS])
+            log.info("role %s: standby started (pid %s)", name, role.standby.pid)
+
+    def notify(self, names: Sequence[str]) -> None:
+        """SIGUSR1 to these roles' running processes (not standbys: that would start them)."""
+        for name in names:
+            role = self.roles.get(name)
+            if role is not None and role.process is not None and role.process.poll() is None:
+                role.process.send_signal(signal.SIGUSR1)
+
+    # --- the loop ------------------------------------------------------------------------------
+
+    def _spawn(self, command: Sequence[str]) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(list(command), env=self.env, preexec_fn=_prepare_child,
+                                stdin=subprocess.DEVNULL)
+
     def _start(self, role: Role) -> None:
-        role.process = subprocess.Popen(role.command, env=self.env, preexec_fn=die_with_parent,
-                                        stdin=subprocess.DEVNULL)
+        role.process = self._spawn(role.command)
         role.started = time.monotonic()
         log.info("role %s started (pid %s)", role.name, role.process.pid)
+
+    def _drop_standby(self, role: Role) -> None:
+        if role.standby is not None and role.standby.poll() is None:
+            role.standby.send_signal(signal.SIGTERM)
+            self.retiring.append((role.standby, time.monotonic() + STOP_GRACE_S))
+        role.standby, role.standby_command = None, []
 
     def _tend(self) -> None:
         now = time.monotonic()
         for role in self.roles.values():
             if self.stopping:
                 return
+            if role.standby is not None and role.standby.poll() is not None:
+                log.error("role %s: standby exited with %s; starting another", role.name,
+                          role.standby.returncode)
+                role.standby = self._spawn([*role.standby_command, *STANDBY_ARGS])
             if role.process is None:
                 if now >= role.due:
                     self._start(role)
@@ -120,7 +216,7 @@ class Supervisor:
             role.restarts += 1
             role.process = None
             if code == RESTART:
-                log.warning("role %s restarts into the fleet's new generation", role.name)
+                log.warning("role %s asked to be restarted", role.name)
                 role.due = now
                 continue
             if now - role.started >= HEALTHY_AFTER_S:
@@ -129,10 +225,18 @@ class Supervisor:
             log.error("role %s exited with %s; restarting in %.1f s", role.name, code,
                       role.backoff)
             role.backoff = min(BACKOFF_MAX_S, role.backoff * 2)
+        still = []
+        for process, deadline in self.retiring:
+            if process.poll() is None:
+                if now > deadline:
+                    process.kill()
+                still.append((process, deadline))
+        self.retiring = still
 
     def _stop_all(self) -> None:
-        running = [r.process for r in self.roles.values()
-                   if r.process is not None and r.process.poll() is None]
+        running = [p for r in self.roles.values() for p in (r.process, r.standby)
+                   if p is not None and p.poll() is None]
+        running += [p for p, _ in self.retiring if p.poll() is None]
         for process in running:
             process.send_signal(signal.SIGTERM)
         deadline = time.monotonic() + STOP_GRACE_S

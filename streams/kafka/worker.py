@@ -1,10 +1,11 @@
 """Transport: `recall worker` — a supervisor of role processes (fold, index, query), and the roles.
 
 `run_worker` creates the topics and starts one process per role under a Supervisor
-(streams.kafka.supervisor); `run_role` is what each of those processes runs. Every role serves
-the live generation of the fleet's lineup; when a reindex or replay makes another generation
-live, the role exits with `RESTART` and the supervisor starts it again into that one (a faust
-app's consumer group and changelog are fixed when it is built).
+(streams.kafka.supervisor), and follows the fleet's lineup for them (streams.kafka.lineup):
+the fold role runs one faust app per generation (its group and changelog are fixed when it is
+built), so a new live generation gets a new fold process — prepared as a standby while that
+generation was being built; the index and query roles switch generations in place.
+`run_role` is what each of those processes runs.
 """
 
 from __future__ import annotations
@@ -15,17 +16,17 @@ import logging
 import os
 import signal
 import sys
+import threading
 from collections.abc import Sequence
-from typing import Any
 
 import faust
 
 from streams.app import build_app
 from streams.kafka import seam
 from streams.kafka.coordinator import QueryCoordinator
-from streams.kafka.fleet import ensure_fleet_topics, read_lineup
-from streams.kafka.lineup import LineupWatcher
-from streams.kafka.supervisor import RESTART, Supervisor, watch_parent
+from streams.kafka.fleet import Lineup, ensure_fleet_topics, read_lineup
+from streams.kafka.lineup import LineupFollower, LineupWatcher
+from streams.kafka.supervisor import Supervisor, ready_for_notices, watch_parent
 from streams.settings import Settings
 from streams.topics import Topics, bootstrap_servers, ensure_topics
 
@@ -44,27 +45,55 @@ def run_worker(settings: Settings, roles: Sequence[str], *, loglevel: str = "war
     would otherwise auto-create them with one partition)."""
     if not settings.broker:
         raise SystemExit("RECALL_BROKER is not set (e.g. kafka://127.0.0.1:9092)")
-    logging.basicConfig(level=loglevel.upper(), format="%(levelname)s supervisor: %(message)s")
-    asyncio.run(_ensure_topics(settings))
+    logging.basicConfig(level=loglevel.upper(),
+                        format="%(asctime)s %(levelname)s supervisor: %(message)s")
+    seam.install()  # the lineup follower waits on empty fetches too
+    lineup = asyncio.run(_ensure_topics(settings))
     env = {**os.environ, SETTINGS_ENV: settings.model_dump_json(),
            SUPERVISOR_ENV: str(os.getpid())}
-    commands = {role: [sys.executable, "-m", "streams.kafka.worker", "--run-role", role,
-                       "--loglevel", loglevel] for role in dict.fromkeys(roles)}
-    Supervisor(commands, env).run()
+    wanted = list(dict.fromkeys(roles))
+
+    def command(role: str, generation: int | None = None) -> list[str]:
+        extra = ["--generation", str(generation)] if generation is not None else []
+        return [sys.executable, "-m", "streams.kafka.worker", "--run-role", role,
+                "--loglevel", loglevel, *extra]
+
+    commands = {role: command(role, lineup.live if role == "fold" else None) for role in wanted}
+    supervisor = Supervisor(commands, env)
+
+    def changed(old: Lineup, new: Lineup) -> None:
+        def apply() -> None:
+            if "fold" in wanted:
+                if new.live != old.live:
+                    supervisor.replace("fold", command("fold", new.live))
+                building = new.building if new.building not in (None, new.live) else None
+                supervisor.prepare("fold", None if building is None
+                                   else command("fold", building))
+            supervisor.notify(["index", "query"])
+
+        supervisor.call_soon(apply)
+
+    follower = LineupFollower(settings, lineup, changed)
+    follower.start()
+    try:
+        supervisor.run()
+    finally:
+        follower.stop()
 
 
-async def _ensure_topics(settings: Settings) -> int:
+async def _ensure_topics(settings: Settings) -> Lineup:
     bootstrap = bootstrap_servers(str(settings.broker))
     await ensure_fleet_topics(bootstrap, settings.topic_prefix)
-    live = (await read_lineup(bootstrap, settings.topic_prefix)).live
-    await ensure_topics(bootstrap, Topics.of(settings, live))
-    return live
+    lineup = await read_lineup(bootstrap, settings.topic_prefix)
+    await ensure_topics(bootstrap, Topics.of(settings, lineup.live))
+    return lineup
 
 
-def run_role(settings: Settings, role: str, *, loglevel: str = "warning") -> None:
-    """One role of a worker, in this process, until SIGTERM/SIGINT or a generation change."""
+def run_role(settings: Settings, role: str, *, loglevel: str = "warning",
+             generation: int | None = None, standby: bool = False) -> None:
+    """One role of a worker, in this process, until SIGTERM/SIGINT."""
     logging.basicConfig(level=loglevel.upper(),
-                        format=f"%(levelname)s {role} %(name)s: %(message)s")
+                        format=f"%(asctime)s %(levelname)s {role} %(name)s: %(message)s")
     seam.install()
     supervisor = os.environ.get(SUPERVISOR_ENV)
     if supervisor is not None:
@@ -72,7 +101,7 @@ def run_role(settings: Settings, role: str, *, loglevel: str = "warning") -> Non
             raise SystemExit(f"the supervisor of this {role} role is gone")
         watch_parent(int(supervisor), lambda: os.kill(os.getpid(), signal.SIGTERM))
     if role == "fold":
-        _run_fold(settings, loglevel)
+        _run_fold(settings, loglevel, generation, standby=standby)
     else:
         _run_service(settings, role)
 
@@ -90,6 +119,7 @@ def _run_service(settings: Settings, role: str) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     watcher = LineupWatcher(settings, (role,), lineup)
+    ready_for_notices(watcher.wake, loop)  # the supervisor saw the lineup change
 
     async def serve() -> None:
         # aiokafka clients bind to the loop that creates them: build them inside it.
@@ -104,26 +134,19 @@ def _run_service(settings: Settings, role: str) -> None:
     loop.close()
 
 
-def _run_fold(settings: Settings, loglevel: str) -> None:
-    """The fold role: a faust worker running the fold agent, and a lineup watcher."""
+def _run_fold(settings: Settings, loglevel: str, generation: int | None, *,
+              standby: bool) -> None:
+    """The fold role of one generation: a faust worker running the fold agent. A standby
+    loads everything, then waits for SIGUSR1 (its generation went live) before it starts."""
     (settings.data_dir / "faust").mkdir(parents=True, exist_ok=True)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     bootstrap = bootstrap_servers(str(settings.broker))
-    lineup = loop.run_until_complete(read_lineup(bootstrap, settings.topic_prefix))
-    loop.run_until_complete(ensure_topics(bootstrap, Topics.of(settings, lineup.live)))
-    app = build_app(settings, generation=lineup.live)
+    if generation is None:
+        generation = loop.run_until_complete(read_lineup(bootstrap, settings.topic_prefix)).live
+    loop.run_until_complete(ensure_topics(bootstrap, Topics.of(settings, generation)))
+    app = build_app(settings, generation=generation)
     driver = app.recall_fold  # type: ignore[attr-defined]
-    watcher = LineupWatcher(settings, ("fold",), lineup)
-    restart: list[int] = []
-
-    def switch(generation: int) -> None:
-        # faust stops cleanly on SIGTERM; the restart happens once it has.
-        restart.append(generation)
-        os.kill(os.getpid(), signal.SIGTERM)
-
-    watcher.on_live_change = switch
-    stop = asyncio.Event()
     last: dict[str, int] = {}
 
     @app.timer(STATS_EVERY_S)  # type: ignore[untyped-decorator]
@@ -134,21 +157,16 @@ def _run_fold(settings: Settings, loglevel: str) -> None:
             last = stats
             log.warning("fold stats %s", last)
 
-    @app.task  # type: ignore[untyped-decorator]
-    async def follow_lineup() -> None:
-        await watcher.run(stop)
-
-    async def stop_watching(sender: Any, **kwargs: Any) -> None:
-        stop.set()
-
-    app.on_before_shutdown.connect(stop_watching)  # type: ignore[arg-type]
     worker = seam.quiet_worker(faust.Worker(app, loglevel=loglevel, loop=loop))
-    try:
-        worker.execute_from_commandline()
-    except SystemExit:
-        if restart:
-            sys.exit(RESTART)
-        raise
+    if standby:
+        go = threading.Event()
+        ready_for_notices(go.set)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, lambda *_: sys.exit(0))
+        while not go.wait(1.0):
+            pass
+        log.warning("generation %s is live: the standby fold starts", generation)
+    worker.execute_from_commandline()
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -159,6 +177,8 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--role", action="append", choices=ROLES,
                         help="fold, index and/or query (repeatable; default: all)")
     parser.add_argument("--run-role", choices=ROLES, help=argparse.SUPPRESS)
+    parser.add_argument("--generation", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--standby", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--loglevel", default="warning")
     args = parser.parse_args(argv)
     given = os.environ.get(SETTINGS_ENV)
@@ -166,7 +186,8 @@ def main(argv: list[str] | None = None) -> None:
     if args.broker_flavor:
         settings = settings.model_copy(update={"broker_flavor": args.broker_flavor})
     if args.run_role:
-        run_role(settings, args.run_role, loglevel=args.loglevel)
+        run_role(settings, args.run_role, loglevel=args.loglevel, generation=args.generation,
+                 standby=args.standby)
     else:
         run_worker(settings, args.role or list(ROLES), loglevel=args.loglevel)
 
