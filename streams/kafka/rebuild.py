@@ -167,17 +167,6 @@ async def fold_generation(settings: Settings, generation: int,
         await table.producer.stop()
 
 
-async def committed_offsets(bootstrap: str, group: str, tps: list[TopicPartition]) -> dict[Any, int]:
-    """`group`'s committed offsets (0 where none), read once."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
-                                enable_auto_commit=False)
-    await consumer.start()
-    try:
-        return await _committed(consumer, tps)
-    finally:
-        await consumer.stop()
-
-
 async def _committed(consumer: AIOKafkaConsumer, tps: list[TopicPartition]) -> dict[Any, int]:
     # committed() asks the group coordinator every time (aiokafka does not cache it).
     return {tp: (await consumer.committed(tp)) or 0 for tp in tps}

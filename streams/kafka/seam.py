@@ -92,6 +92,7 @@ BATCH_FAILED = 70
 
 _installed = False
 _fetch = Fetcher._proc_fetch_request
+_original_leave_group = group_coordinator.GroupCoordinator._maybe_leave_group
 _seek_to_committed = AIOKafkaConsumer.seek_to_committed
 _faust_consumer_init = faust_consumer.Consumer.__init__
 _faust_perform_seek = faust_consumer.Consumer.perform_seek
@@ -147,6 +148,7 @@ def wake(consumer: AIOKafkaConsumer) -> None:
 # --- 2. static members leave on a clean stop -----------------------------------------------
 
 async def _leave_group(self: Any) -> None:
+    # aiokafka's own, without `and self._group_instance_id is None`
     if self.generation > 0:
         try:
             await self._send_req(LeaveGroupRequest(self.group_id, self.member_id))
@@ -216,8 +218,6 @@ def install() -> None:
     faust_aiokafka.AIOKafkaConsumerThread._create_worker_consumer = _worker_consumer  # type: ignore[method-assign]
     TableManager.on_start = _tables_start_at_once  # type: ignore[method-assign]
     _installed = True
-    if os.environ.get("RECALL_DEBUG_REQUESTS"):
-        exec(open("/tmp/kscratch/countreq.py").read(), {})
 
 
 def quiet_worker(worker: faust.Worker) -> faust.Worker:
