@@ -42,15 +42,13 @@ class Fold:
     3. only then write the table (changelog): per partition its sessions' records (each key
        once, meta records last), then the partition's read position `upto`.
     A crash before 3 replays the batch (its documents are re-sent; the indexer upserts); a crash
-    after 3 makes the redelivered records land before the position, skipped."""
+    after 3 makes the redelivered records land before the position, skipped. The table writes'
+    acks are the caller's to await before it commits offsets (faust flushes its producer before
+    every commit; the reindex job flushes once per fetch)."""
 
     def __init__(self, topics: Topics, view: StateView, write: TableWrite,
-                 processor: FoldProcessor, producer: AIOKafkaProducer | None = None, *,
-                 await_writes: bool = False) -> None:
+                 processor: FoldProcessor, producer: AIOKafkaProducer | None = None) -> None:
         self.topics = topics
-        #: Await the table writes' acks too (the reindex job: nothing else flushes them; faust
-        #: flushes its producer before it commits).
-        self.await_writes = await_writes
         self.view = view
         self.write = write
         self.processor = processor
@@ -103,6 +101,4 @@ class Fold:
             overlay = overlays.get(partition)
             writes = list(overlay.drain()) if overlay is not None else []
             writes.append((position_key(partition), encode_position(offset)))
-            acks = await self.write(partition, writes)
-            if self.await_writes and acks:
-                await asyncio.gather(*acks)
+            await self.write(partition, writes)

@@ -21,11 +21,12 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.structs import OffsetAndMetadata
 
 from projections.errors import RecallError
 from streams.kafka.fleet import Lineup, ensure_fleet_topics, publish_lineup, read_lineup
@@ -37,8 +38,10 @@ from streams.settings import Settings
 from streams.topics import Topics, bootstrap_servers, ensure_topics
 
 Progress = Callable[[int, int], None]
-#: Records folded per batch by the reindex job (one changelog write per session per batch).
+#: Records fetched at a time by the reindex job (segments: bounded by the fetch bytes too).
 BATCH_MAX = 5000
+#: Lines folded at a time (each run: its documents acked, then its table writes).
+JOB_CHUNK_LINES = 20000
 #: How long a job's lease outlives its last renewal (a killed job blocks others this long).
 LEASE_S = 10.0
 
@@ -131,13 +134,13 @@ async def fold_generation(settings: Settings, generation: int,
     table = _ChangelogTable(batching_producer(bootstrap, acks="all", linger_ms=5),
                             topics.changelog, await _read_table(bootstrap, topics))
     fold = Fold(topics, table, table.write,
-                FoldProcessor(max_event_bytes=settings.max_event_bytes), table.producer,
-                await_writes=True)
+                FoldProcessor(max_event_bytes=settings.max_event_bytes), table.producer)
     # The group's commits follow the table's positions: the lag a reader of the group sees.
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=topics.fold_app_id,
                                 enable_auto_commit=False, auto_offset_reset="earliest",
                                 fetch_max_wait_ms=50, max_partition_fetch_bytes=8 << 20)
-    loop = PartitionLoop(consumer, fold)
+    # commits follow the changelog's acks (flushed below), never run ahead of the table
+    loop = PartitionLoop(consumer, fold, commit=False, max_lines=JOB_CHUNK_LINES)
     await table.producer.start()
     await consumer.start()
     try:
@@ -157,7 +160,9 @@ async def fold_generation(settings: Settings, generation: int,
                 ends = later  # events kept arriving: chase them
                 continue
             batches = await consumer.getmany(timeout_ms=500, max_records=BATCH_MAX)
-            await loop.step(batches)
+            if await loop.step(batches):
+                await table.producer.flush()
+                await _commit_recorded(consumer, fold, batches)
             if progress is not None:
                 positions = await _positions(consumer, tps)
                 progress(min(total, sum(positions[tp] - starts[tp] for tp in tps)), total)
@@ -165,6 +170,13 @@ async def fold_generation(settings: Settings, generation: int,
     finally:
         await consumer.stop()
         await table.producer.stop()
+
+
+async def _commit_recorded(consumer: AIOKafkaConsumer, fold: Fold,
+                           batches: Mapping[TopicPartition, Any]) -> None:
+    """The table's positions (now acked) as the job group's commits."""
+    await consumer.commit({tp: OffsetAndMetadata(position, "") for tp in batches
+                           if (position := fold.recorded(tp.partition)) is not None})
 
 
 async def _committed(consumer: AIOKafkaConsumer, tps: list[TopicPartition]) -> dict[Any, int]:

@@ -1,7 +1,7 @@
 """Transport: the one seam onto faust's and aiokafka's internals (patches, private attributes).
 
 Everything else in `streams` uses faust and aiokafka through their public API and this module's
-small interface: `install()`, `FoldTable`, `FaustFold` and `quiet_worker()`. Each reliance on
+small interface: `install()`, `wake()`, `quiet_worker()`, `FoldTable` and `FaustFold`. Each reliance on
 something private is listed here with why, and tests/integration/test_kafka_seam.py checks each
 one against the installed libraries and the real brokers (`install()` itself fails loudly
 when an attribute it patches is gone).
@@ -9,12 +9,13 @@ when an attribute it patches is gone).
 Contract, once `install()` ran in the process (the worker's roles, `build_app`, the client):
 1. Idle consumers wait, busy ones do not. Each consumer's fetch wait follows how long it has
    been idle: `IDLE_FETCH_FLOOR_MS` right after a fetch that brought records, then a tenth
-   (`IDLE_RAMP`) of the time since, up to the consumer's `fetch_max_wait_ms`. A broker that long-polls (Kafka, tansu) does the waiting; one that
-   answers an empty fetch at once (noida-db: 4–5k fetches/s per idle consumer, ~0.85 core) is
-   followed by a client-side pause for the rest of the wait. So a long-idle consumer fetches
-   `1000 / fetch_max_wait_ms` times a second, and one in the middle of an exchange
-   (request/reply every ~100 ms, a burst) within a tenth of the gap since its last data. `wake(consumer)` ends the pause of a
-   consumer whose data is about to come (a requester's reply consumer, when it sends).
+   (`IDLE_RAMP`) of the time since, up to the consumer's `fetch_max_wait_ms`. A broker that
+   long-polls (Kafka, tansu) does the waiting; one that answers an empty fetch at once
+   (noida-db: 4–5k fetches/s per idle consumer, ~0.85 core) is followed by a client-side pause
+   for the rest of the wait. So a long-idle consumer fetches `1000 / fetch_max_wait_ms` times a
+   second, and one in the middle of an exchange (request/reply every ~100 ms, a burst) within
+   a tenth of the gap since its last data. `wake(consumer)` ends the pause of a consumer whose
+   data is about to come (a requester's reply consumer, when it sends).
    [aiokafka private: `Fetcher._proc_fetch_request`, `Fetcher._fetch_max_wait_ms`,
    `AIOKafkaConsumer._fetcher`]
 2. A static group member leaves on a clean stop (aiokafka skips LeaveGroup for static
@@ -76,9 +77,9 @@ from streams.kafka.partitions import CHUNK_LINES, PartitionProcessor, ReadPositi
 
 log = logging.getLogger("recall.seam")
 
-#: The wait after a fetch that brought records, and how it grows: idle time ÷ IDLE_RAMP, up
-#: to the consumer's fetch_max_wait_ms. Measured (ENGINE.md, pipeline profile): without any wait one
-#: idle consumer on noida-db burned ~0.85 core; with 50 ms the pipeline ran 3.1–4.7× faster.
+#: The wait after a fetch that brought records, and how it grows: idle time ÷ IDLE_RAMP, up to
+#: the consumer's fetch_max_wait_ms. Measured (ENGINE.md, pipeline profile): without any wait
+#: one idle consumer on noida-db burned ~0.85 core; with 50 ms the pipeline ran 3.1–4.7× faster.
 IDLE_FETCH_FLOOR_MS = 5
 IDLE_RAMP = 10
 #: faust's worker consumer long poll (tansu answers after it, whatever arrives meanwhile).

@@ -6,10 +6,12 @@ supervisor only starts, watches, replaces and stops them:
 - a role that dies (a crash, kill -9, any exit it was not asked for) is started again after a
   back-off that doubles from `BACKOFF_S` up to `BACKOFF_MAX_S` while it keeps dying quickly
   (`RESTART` as exit code: at once);
-- `replace(role, command)` starts the role's new process first and only then stops the old one
-  (SIGTERM): two processes of a role may overlap while the old one winds down;
-- `prepare(role, command)` starts a standby process: `command` + `STANDBY_ARGS` (it loads, then
-  waits for SIGUSR1); `replace` with the same command promotes it instead of starting one;
+- a role may keep a warm standby (`standby=` command: a process that loads everything, then
+  waits for one line on its stdin saying what to run): a dead role is replaced by its standby,
+  and a new standby is started behind it, so a restart costs no process start;
+- `replace(role, command, handoff)` runs the role as `command` from now on (the standby gets
+  `handoff`, or `command` is started), and only then stops the old process (SIGTERM): two
+  processes of a role may overlap while the old one winds down;
 - `notify(roles)` sends SIGUSR1 to those roles' processes (a role handles it once it called
   `ready_for_notices`; until then it stays pending);
 - SIGTERM/SIGINT stop every process (SIGTERM, then SIGKILL after `STOP_GRACE_S`) and then the
@@ -38,15 +40,24 @@ log = logging.getLogger("recall.supervisor")
 
 #: Exit code of a role that asks to be started again now.
 RESTART = 75
-#: Appended to a role's command to start it as a standby.
-STANDBY_ARGS = ("--standby",)
 BACKOFF_S = 0.5
 BACKOFF_MAX_S = 15.0
 #: A role that stayed up this long is healthy again: its next death restarts without delay.
 HEALTHY_AFTER_S = 30.0
 STOP_GRACE_S = 20.0
 POLL_S = 0.2
+_PR_SET_NAME = 15
 _PR_SET_PDEATHSIG = 1
+
+
+def name_process(name: str) -> None:
+    """Show this process as `name` (at most 15 bytes) in ps/top, e.g. `recall-fold-g2` (Linux)."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
 
 
 def _prepare_child() -> None:
@@ -91,25 +102,38 @@ def watch_parent(parent: int, on_orphaned: Callable[[], None]) -> None:
 
 @dataclass
 class Role:
-    """One role: its current command and process, a standby if prepared, its history."""
+    """One role: its command (and the standby's handoff that means the same), its process, its
+    warm standby if it keeps one, its history."""
 
     name: str
     command: list[str]
+    handoff: bytes | None = None
+    standby_command: list[str] = field(default_factory=list)
     process: subprocess.Popen[bytes] | None = None
+    standby: subprocess.Popen[bytes] | None = None
     started: float = 0.0
     restarts: int = 0
     backoff: float = BACKOFF_S
     due: float = 0.0
     exits: list[int] = field(default_factory=list)
-    standby: subprocess.Popen[bytes] | None = None
-    standby_command: list[str] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RoleSpec:
+    """How to run a role: its command; optionally a standby command and the line that makes
+    a standby do what `command` does."""
+
+    command: Sequence[str]
+    standby: Sequence[str] = ()
+    handoff: bytes | None = None
 
 
 class Supervisor:
     """Starts one process per role and keeps each running until told to stop."""
 
-    def __init__(self, commands: Mapping[str, Sequence[str]], env: Mapping[str, str]) -> None:
-        self.roles = {name: Role(name, list(command)) for name, command in commands.items()}
+    def __init__(self, specs: Mapping[str, RoleSpec], env: Mapping[str, str]) -> None:
+        self.roles = {name: Role(name, list(spec.command), spec.handoff, list(spec.standby))
+                      for name, spec in specs.items()}
         self.env = dict(env)
         self.stopping = False
         #: Processes replaced and told to stop, until they exit (killed after STOP_GRACE_S).
@@ -131,6 +155,7 @@ class Supervisor:
         try:
             for role in self.roles.values():
                 self._start(role)
+                self._keep_standby(role)
             while not self.stopping:
                 with contextlib.suppress(queue.Empty):
                     self._calls.get(timeout=POLL_S)()
@@ -141,36 +166,16 @@ class Supervisor:
 
     # --- what other threads ask for (through call_soon) --------------------------------------
 
-    def replace(self, name: str, command: Sequence[str]) -> None:
-        """Run `command` as role `name` from now on: the new process starts (or the prepared
-        standby is promoted), then the old one is told to stop."""
+    def replace(self, name: str, command: Sequence[str], handoff: bytes | None = None) -> None:
+        """Run role `name` as `command` (a standby: as `handoff`) from now on: the new process
+        takes over first, then the old one is told to stop."""
         role = self.roles[name]
         old = role.process
-        role.command = list(command)
-        if role.standby is not None and role.standby_command == role.command \
-                and role.standby.poll() is None:
-            role.process, role.standby = role.standby, None
-            role.started = time.monotonic()
-            role.process.send_signal(signal.SIGUSR1)
-            log.warning("role %s: standby (pid %s) promoted", name, role.process.pid)
-        else:
-            self._drop_standby(role)
-            self._start(role)
+        role.command, role.handoff = list(command), handoff
+        self._start(role)
         if old is not None and old.poll() is None:
             old.send_signal(signal.SIGTERM)
             self.retiring.append((old, time.monotonic() + STOP_GRACE_S))
-
-    def prepare(self, name: str, command: Sequence[str] | None) -> None:
-        """Keep a standby process of `command` for role `name` (None: none)."""
-        role = self.roles[name]
-        wanted = list(command) if command is not None else []
-        if role.standby is not None and role.standby_command == wanted:
-            return
-        self._drop_standby(role)
-        if wanted:
-            role.standby_command = wanted
-            role.standby = self._spawn([*wanted, *STANDBY_ARGS])
-            log.info("role %s: standby started (pid %s)", name, role.standby.pid)
 
     def notify(self, names: Sequence[str]) -> None:
         """SIGUSR1 to these roles' running processes (not standbys: that would start them)."""
@@ -181,20 +186,37 @@ class Supervisor:
 
     # --- the loop ------------------------------------------------------------------------------
 
-    def _spawn(self, command: Sequence[str]) -> subprocess.Popen[bytes]:
+    def _spawn(self, command: Sequence[str], *, standby: bool = False) -> subprocess.Popen[bytes]:
         return subprocess.Popen(list(command), env=self.env, preexec_fn=_prepare_child,
-                                stdin=subprocess.DEVNULL)
+                                stdin=subprocess.PIPE if standby else subprocess.DEVNULL)
 
     def _start(self, role: Role) -> None:
+        """Run the role: by its standby if it has a live one (then start the next standby),
+        else by starting its command."""
+        standby = role.standby
+        role.standby = None
+        if standby is not None and role.handoff is not None and standby.poll() is None:
+            try:
+                assert standby.stdin is not None
+                standby.stdin.write(role.handoff)
+                standby.stdin.close()
+            except OSError:
+                standby.kill()
+            else:
+                role.process, role.started = standby, time.monotonic()
+                log.warning("role %s: standby (pid %s) took over", role.name, standby.pid)
+                self._keep_standby(role)
+                return
+        elif standby is not None and standby.poll() is None:
+            standby.kill()
         role.process = self._spawn(role.command)
         role.started = time.monotonic()
         log.info("role %s started (pid %s)", role.name, role.process.pid)
+        self._keep_standby(role)
 
-    def _drop_standby(self, role: Role) -> None:
-        if role.standby is not None and role.standby.poll() is None:
-            role.standby.send_signal(signal.SIGTERM)
-            self.retiring.append((role.standby, time.monotonic() + STOP_GRACE_S))
-        role.standby, role.standby_command = None, []
+    def _keep_standby(self, role: Role) -> None:
+        if role.standby_command and (role.standby is None or role.standby.poll() is not None):
+            role.standby = self._spawn(role.standby_command, standby=True)
 
     def _tend(self) -> None:
         now = time.monotonic()
@@ -204,7 +226,7 @@ class Supervisor:
             if role.standby is not None and role.standby.poll() is not None:
                 log.error("role %s: standby exited with %s; starting another", role.name,
                           role.standby.returncode)
-                role.standby = self._spawn([*role.standby_command, *STANDBY_ARGS])
+                self._keep_standby(role)
             if role.process is None:
                 if now >= role.due:
                     self._start(role)

@@ -22,18 +22,19 @@ pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
 
 
 def roles_of(supervisor: int) -> dict[str, int]:
-    """role name -> pid of the supervisor's running role processes."""
+    """Process name (`recall-fold-g1`, `recall-index`, `recall-query`, `recall-standby`: the
+    roles name themselves) -> pid, for the supervisor's running children."""
     out = {}
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         try:
             stat = (entry / "stat").read_text().rsplit(")", 1)[1].split()
-            argv = (entry / "cmdline").read_bytes().split(b"\0")
+            name = (entry / "comm").read_text().strip()
         except OSError:
             continue
-        if int(stat[1]) == supervisor and b"--run-role" in argv and b"--standby" not in argv:
-            out[argv[argv.index(b"--run-role") + 1].decode()] = int(entry.name)
+        if int(stat[1]) == supervisor and stat[0] != "Z" and name.startswith("recall-"):
+            out[name.removeprefix("recall-")] = int(entry.name)
     return out
 
 
@@ -53,22 +54,26 @@ def test_a_killed_role_is_restarted_and_the_others_keep_running(
         settings: Settings, worker_factory: Callable[..., WorkerProcess]) -> None:
     worker = worker_factory()
     supervisor = worker.process.pid
-    roles = wait_for(lambda: (r := roles_of(supervisor)) and len(r) == 3 and r,
-                     "three role processes", worker)
-    assert set(roles) == {"fold", "index", "query"}
+    roles = wait_for(lambda: (r := roles_of(supervisor)) and len(r) == 4 and r,
+                     "three roles and the fold's standby", worker)
+    assert set(roles) == {"fold-g1", "index", "query", "standby"}
     with Recall.connect(str(settings.broker), settings=settings) as recall:
         publish(recall, [("sv-0", header("sv-0")), ("sv-0", user(0, "before any kill"))])
         wait_indexed(recall, {"sv-0": 1}, worker)
         counts = {"sv-0": 1}
-        for n, role in enumerate(("index", "fold", "query"), start=1):
+        for n, role in enumerate(("index", "fold-g1", "query"), start=1):
             before = roles_of(supervisor)
             os.kill(before[role], signal.SIGKILL)
             after = wait_for(lambda r=role, b=before: (now := roles_of(supervisor)).get(r)
-                             not in (None, b[r]) and now, f"a new {role} process", worker)
+                             not in (None, b[r]) and "standby" in now and now,
+                             f"a new {role} process", worker)
+            if role == "fold-g1":  # the warm standby took over; a new standby waits behind it
+                assert after[role] == before["standby"] != after["standby"]
             # the supervisor itself and the other roles were not touched
             assert worker.process.poll() is None
-            assert {k: v for k, v in after.items() if k != role} == {
-                k: v for k, v in before.items() if k != role}
+            untouched = {role, "standby"}
+            assert {k: v for k, v in after.items() if k not in untouched} == {
+                k: v for k, v in before.items() if k not in untouched}
             # and the worker does all its work again: a new session is folded, indexed, found
             sid = f"sv-{n}"
             publish(recall, [(sid, header(sid)), (sid, user(0, f"after the {role} kill"))])
