@@ -11,13 +11,14 @@ follow the session's partition):
   h          the session header (JSON)
   m, p<i>    the paged fold state of `projections.fold` (meta + pages); written meta last
   d          digests of the last DIGEST_WINDOW accepted events: `[first_seq, digest, ...]`
-An event therefore rewrites the meta, the page(s) it changed and the small digest window; a
-batch writes each of those once per session. Table bytes per event stay flat however long the
-session grows.
+An event changes the meta, the page(s) it touched and the small digest window; they are encoded
+once per record and written once per batch per session. Table bytes per event stay flat however
+long the session grows.
 
 One more key per events partition `k`, `"\\x00next\\x00<k>"`, holds the next events-topic offset
 the fold reads on that partition (written last in every batch, pinned to changelog partition k):
-the fold's own read position, recovered with the state it describes (see streams.agents).
+the fold's own read position, recovered with the state it describes (see
+streams.kafka.partitions and streams.kafka.folding).
 """
 
 from __future__ import annotations

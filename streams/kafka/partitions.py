@@ -248,6 +248,9 @@ class _Placing(ConsumerRebalanceListener):  # type: ignore[misc]
             await self.also.on_partitions_revoked(revoked)
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
-        await self.loop.place(assigned)
+        placed = await self.loop.place(assigned)
+        # rare and worth seeing in a worker's output: which partitions this member now reads
+        log.warning("%s: reading partitions %s (from %s)", self.loop.processor.topic,
+                    sorted(placed), [placed[p] for p in sorted(placed)])
         if self.also is not None:
             await self.also.on_partitions_assigned(assigned)
