@@ -27,7 +27,7 @@ from streams.codec import (
 from streams.kafka.fleet import fleet_cursor_key
 from streams.kafka.membership import instance_id
 from streams.kafka.query import CoordinatorBackend, RemoteQuery, run_sync
-from streams.kafka.rpc import TIMEOUT, Requester, parse_reply_to
+from streams.kafka.rpc import TIMEOUT, Requester, failure_reply, parse_reply_to
 from streams.operations import dispatch
 from streams.reference import number_events
 from streams.settings import Settings
@@ -126,12 +126,8 @@ class QueryCoordinator:
         except TimeoutError:
             return error_reply(request.id, TIMEOUT, f"{request.op}: not answered within the "
                                "deadline (no partial result)")
-        except RecallError as exc:
-            return error_reply(request.id, exc.code, exc.to_json()["message"])
         except Exception as exc:
-            log.exception("internal error in %s", request.op)
-            return error_reply(request.id, "RECALL_INTERNAL_ERROR",
-                               f"{request.op} failed inside the worker ({type(exc).__name__})")
+            return failure_reply(request.id, exc, self.settings.data_dir)
 
     # --- runs in a worker thread --------------------------------------------------------------
 

@@ -22,7 +22,6 @@ from streams.codec import (
     decode_request,
     encode_dead_letter,
     encode_reply,
-    error_reply,
     ok_reply,
 )
 from streams.embedded import index_config
@@ -30,7 +29,7 @@ from streams.kafka.fleet import ensure_fleet_topics, fleet_cursor_key
 from streams.kafka.membership import instance_id
 from streams.kafka.partitions import PartitionLoop
 from streams.kafka.query import answer_shard_request
-from streams.kafka.rpc import parse_reply_to
+from streams.kafka.rpc import failure_reply, parse_reply_to
 from streams.settings import Settings
 from streams.topics import Topics, bootstrap_servers, ensure_topics
 
@@ -183,12 +182,8 @@ class DocumentIndexer:
         try:
             reply = ok_reply(request.id, answer_shard_request(self.shards, self.query, request.op,
                                                                request.args))
-        except RecallError as exc:
-            reply = error_reply(request.id, exc.code, exc.to_json()["message"])
         except Exception as exc:
-            log.exception("shard request %s failed", request.op)
-            reply = error_reply(request.id, "RECALL_INTERNAL_ERROR",
-                                f"{request.op} failed on the shard owner ({type(exc).__name__})")
+            reply = failure_reply(request.id, exc, self.settings.data_dir)
         topic, partition = parse_reply_to(request.reply_to)
         await self.producer.send_and_wait(topic, encode_reply(reply), partition=partition)
 

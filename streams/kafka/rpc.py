@@ -13,12 +13,14 @@ import contextlib
 import random
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from projections.errors import RecallError
-from streams.codec import Request, decode_reply, encode_request
+from streams.codec import Reply, Request, decode_reply, encode_request, error_reply
+from streams.errorlog import as_recall_error
 from streams.kafka import seam
 
 TIMEOUT = "RECALL_REQUEST_TIMEOUT"
@@ -39,6 +41,14 @@ class RequestTimeout(RecallError):
     and own every partition; the request was not answered partially."""
 
     code = TIMEOUT
+
+
+def failure_reply(request_id: str, exc: BaseException, data_dir: Path | None) -> Reply:
+    """The one mapping of a failed request to its error reply, through the edges' common one
+    (streams.errorlog.as_recall_error: a coded error keeps its code; SQLite damage, OS errors and
+    anything unexpected get theirs, unexpected ones logged with their traceback)."""
+    error = as_recall_error(exc, data_dir)
+    return error_reply(request_id, error.code, error.to_json()["message"])
 
 
 def parse_reply_to(reply_to: str) -> tuple[str, int]:
