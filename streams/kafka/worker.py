@@ -42,8 +42,8 @@ ROLES = ("fold", "index", "query")
 #: Seconds between stats lines; the lines are how an operator sees dead letters pile up.
 STATS_EVERY_S = 5.0
 #: The supervisor hands its settings (CLI flags included) and pid to the role processes.
-SETTINGS_ENV = "RECALL_WORKER_SETTINGS"
-SUPERVISOR_ENV = "RECALL_WORKER_SUPERVISOR"
+SETTINGS_ENV = "_RECALL_WORKER_SETTINGS"
+SUPERVISOR_ENV = "_RECALL_WORKER_SUPERVISOR"
 
 
 def run_worker(settings: Settings, roles: Sequence[str], *, loglevel: str = "warning") -> None:

@@ -244,6 +244,9 @@ def indexed_shards(data: Path) -> set[int]:
     owned = set()
     for path in sorted((data / "kafka-index").glob("shard-*.sqlite")):
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
-            if conn.execute("SELECT count(*) FROM sessions").fetchone()[0]:
-                owned.add(int(path.stem.split("-")[1]))
+            try:
+                if conn.execute("SELECT count(*) FROM sessions").fetchone()[0]:
+                    owned.add(int(path.stem.split("-")[1]))
+            except sqlite3.OperationalError:
+                continue  # the worker is creating this shard right now
     return owned
