@@ -158,13 +158,15 @@ async def fold_generation(settings: Settings, generation: int,
         ends = await consumer.end_offsets(tps)
         while True:
             total = sum(max(0, ends[tp] - starts[tp]) for tp in tps)
-            if not await _behind(consumer, ends):
+            batches = await consumer.getmany(timeout_ms=300, max_records=BATCH_MAX)
+            if not batches and not await _behind(consumer, ends):
+                # done when a fetch finds nothing and the reported ends are reached (not the
+                # ends alone: tansu's ListOffsets under-reports them, ENGINE.md)
                 later = await consumer.end_offsets(tps)
                 if later == ends:
                     break
                 ends = later  # events kept arriving: chase them
                 continue
-            batches = await consumer.getmany(timeout_ms=500, max_records=BATCH_MAX)
             if await loop.step(batches):
                 await table.producer.flush()
                 await _commit_recorded(consumer, fold, batches)
@@ -189,6 +191,23 @@ async def _committed(consumer: AIOKafkaConsumer, tps: list[TopicPartition]) -> d
     return {tp: (await consumer.committed(tp)) or 0 for tp in tps}
 
 
+async def log_ends(consumer: AIOKafkaConsumer, tps: list[TopicPartition]) -> dict[Any, int]:
+    """Each partition's end as of now, read from the log itself: ListOffsets may under-report
+    it (tansu answers the last batch's base offset + 1; ENGINE.md), so whatever lies past the
+    reported end is fetched (a job that waited for the reported end swapped generations before
+    the last records were indexed)."""
+    ends = dict(await consumer.end_offsets(tps))
+    consumer.assign(tps)
+    for tp in tps:
+        consumer.seek(tp, ends[tp])
+    while True:
+        batches = await consumer.getmany(timeout_ms=300)
+        if not batches:
+            return ends
+        for tp, records in batches.items():
+            ends[tp] = max(ends[tp], records[-1].offset + 1)
+
+
 async def wait_caught_up(bootstrap: str, group: str, topic: str, partitions: int,
                          progress: Progress | None = None, *, poll_s: float = 0.5,
                          what: str = "", stall_s: float = 120.0) -> int:
@@ -197,10 +216,10 @@ async def wait_caught_up(bootstrap: str, group: str, topic: str, partitions: int
     the group: it only reads offsets) serves every look."""
     tps = [TopicPartition(topic, p) for p in range(partitions)]
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
-                                enable_auto_commit=False)
+                                enable_auto_commit=False, fetch_max_wait_ms=100)
     await consumer.start()
     try:
-        ends = dict(await consumer.end_offsets(tps))
+        ends = await log_ends(consumer, tps)
         total = sum(ends.values())
         last, last_change = -1, time.monotonic()
         while True:
