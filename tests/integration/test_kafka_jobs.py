@@ -26,7 +26,7 @@ from streams.facade import Recall
 from streams.kafka.fleet import read_lineup
 from streams.kafka.foldstep import position_key
 from streams.settings import Settings
-from streams.topics import Topics, bootstrap_servers
+from streams.topics import Topics, bootstrap_servers, ensure_topics
 from tests.integration.kafkaio import REPO, WorkerProcess, publish, read_topic, worker_env
 from tests.integration.test_kafka_contract import cli_env, expected_counts, wait_indexed
 
@@ -237,3 +237,94 @@ def test_a_job_without_index_workers_stalls_clearly_and_resumes_later(
         result = recall.reindex()  # resumes generation 2: everything was folded already
         assert result["generation"] == "gen-000002" and result["eventsIndexed"] == 0
         assert recall.index_digest() == expected_digest
+
+
+# --- a job reads a topic's end from the log (tansu's ListOffsets under-reports it) -----------
+
+async def _produce_one_batch(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]],
+                             partition: int = 0) -> None:
+    """Every record in as few producer batches as the broker takes (tansu's ListOffsets then
+    answers the last batch's base offset + 1, not the end)."""
+    from aiokafka import AIOKafkaProducer
+
+    # compressed: one batch stays under the broker's message size limit
+    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=500,
+                                compression_type="zstd", max_batch_size=16 << 20,
+                                max_request_size=32 << 20)
+    await producer.start()
+    try:
+        futures = [await producer.send(topic, value=v, key=k, partition=partition)
+                   for k, v in records]
+        await asyncio.gather(*futures)
+    finally:
+        await producer.stop()
+
+
+async def _reported_end(bootstrap: str, topic: str) -> int:
+    from aiokafka import AIOKafkaConsumer, TopicPartition
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap)
+    await consumer.start()
+    try:
+        tp = TopicPartition(topic, 0)
+        return int((await consumer.end_offsets([tp]))[tp])
+    finally:
+        await consumer.stop()
+
+
+async def _make_topic(bootstrap: str, topic: str) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        await admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1)])
+    finally:
+        await admin.close()
+
+
+def test_a_job_waits_for_the_end_of_the_log_not_the_end_listoffsets_reports(
+        settings: Settings, broker: Any) -> None:
+    """The index wait before a swap: the group must have committed the log's real end. Found by
+    the 200k-event bench on tansu, where the job swapped generations while the index of the
+    new one still lacked the last records (queries answered from an incomplete generation)."""
+    from streams.kafka.rebuild import JobStalled, wait_caught_up
+    from tests.integration.kafkaio import commit_group
+
+    bootstrap = bootstrap_servers(str(settings.broker))
+    topic, group, real = f"{settings.topic_prefix}.ends", f"{settings.topic_prefix}.g", 3000
+    asyncio.run(_make_topic(bootstrap, topic))
+    asyncio.run(_produce_one_batch(bootstrap, topic, [(b"k", b"x" * 50)] * real))
+    reported = asyncio.run(_reported_end(bootstrap, topic))
+    if broker.name == "tansu":  # the quirk this guards against (ENGINE.md); noida-db is exact
+        assert reported < real, reported
+    asyncio.run(commit_group(bootstrap, group, topic, {0: reported}))
+    if reported < real:
+        # the group reached the reported end only: the job keeps waiting (and stalls here)
+        with pytest.raises(JobStalled):
+            asyncio.run(wait_caught_up(bootstrap, group, topic, 1, poll_s=0.1, stall_s=1.5))
+    asyncio.run(commit_group(bootstrap, group, topic, {0: real}))
+    assert asyncio.run(wait_caught_up(bootstrap, group, topic, 1, poll_s=0.1,
+                                      stall_s=10)) == real
+
+
+def test_the_reindex_fold_reads_to_the_end_of_the_log_not_the_end_listoffsets_reports(
+        settings: Settings) -> None:
+    """One event per record, all in one producer batch larger than a job fetch: the reindex
+    fold reads on until a fetch finds nothing, so it folds every line (it stopped after the
+    first fetch on tansu, whose reported end lay inside that batch)."""
+    from streams.codec import encode_event_value
+    from streams.kafka.rebuild import BATCH_MAX, fold_generation
+
+    bootstrap = bootstrap_servers(str(settings.broker))
+    topics = Topics.of(settings, 2)
+    asyncio.run(ensure_topics(bootstrap, topics))
+    # every session on partition 0 (the producer picks the partition here, not the key)
+    sessions = [f"s{n}" for n in range(4)]
+    per_session = BATCH_MAX // 2
+    records = [(sid.encode(), encode_event_value(header(sid, cwd=f"/w/{sid}")))
+               for sid in sessions]
+    records += [(sid.encode(), encode_event_value(user(seq, f"line {seq} of {sid}")))
+                for seq in range(per_session) for sid in sessions]
+    asyncio.run(_produce_one_batch(bootstrap, topics.events, records))
+    assert asyncio.run(fold_generation(settings, 2)) == len(records)
