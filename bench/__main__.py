@@ -20,7 +20,9 @@ SUITES = [
     ("bench.reference", "Reference (issue: references)"),
     ("bench.pipeline", "Kafka pipeline (issue: streaming pipeline)"),
     ("bench.importers", "Importers (issue: real logs)"),
+    ("bench.agents", "Importers of other agents (issue: other agents)"),
     ("bench.hardening", "Hostile input (issue: hardening)"),
+    ("bench.watch", "Live agents: recall watch (issue 15)"),
 ]
 
 

@@ -247,8 +247,8 @@ class ShardCounter:
                 if session_id is None:
                     row = conn.execute("SELECT count(*) FROM events").fetchone()
                 else:
-                    row = conn.execute("SELECT count(*) FROM events WHERE session_id = ?",
-                                       (session_id,)).fetchone()
+                    row = conn.execute("SELECT coalesce(sum(event_count), 0) FROM sessions"
+                                       " WHERE id = ?", (session_id,)).fetchone()
             except sqlite3.OperationalError:
                 return 0  # schema not created yet
             total += int(row[0])

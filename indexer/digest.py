@@ -15,7 +15,11 @@ from typing import Any
 
 import orjson
 
+from indexer.blocks import read_raws
+from indexer.database import Conn
+from indexer.eventrows import session_rows
 from indexer.shard import Shard
+from indexer.writer import text_of
 from projections.fold import encode_state, fold_surface
 
 
@@ -23,20 +27,33 @@ def session_digests(shards: Iterable[Shard]) -> dict[str, list[Any]]:
     """`{sessionId: [hex digest, event count]}` for every session with a header."""
     out: dict[str, list[Any]] = {}
     for shard in shards:
-        conn = shard.conn
-        for sid, header in conn.execute("SELECT id, header FROM sessions WHERE header IS NOT NULL"):
-            session = hashlib.blake2b(digest_size=32)
-            canonical = orjson.dumps(orjson.loads(header), option=orjson.OPT_SORT_KEYS)
-            session.update(orjson.dumps(str(sid)) + b"\n" + canonical + b"\n")
-            raws = []
-            for seq, kind, time, surface, text, raw in conn.execute(
-                    "SELECT seq, type, time, surface, text, raw FROM events WHERE session_id = ?"
-                    " ORDER BY seq", (sid,)):
-                session.update(orjson.dumps([seq, kind, time, surface, text]) + b"\n")
-                raws.append(orjson.loads(raw))
-            state = encode_state(fold_surface(raws).state)
-            session.update(orjson.dumps({k: state[k].decode() for k in sorted(state)}))
-            out[str(sid)] = [session.hexdigest(), len(raws)]
+        with shard.reader() as conn:
+            conn.execute("BEGIN")  # one snapshot of the shard
+            try:
+                out.update(_shard_digests(shard, conn))
+            finally:
+                conn.execute("COMMIT")
+    return out
+
+
+def _shard_digests(shard: Shard, conn: Conn) -> dict[str, list[Any]]:
+    out: dict[str, list[Any]] = {}
+    sessions = conn.execute("SELECT no, id, header FROM sessions WHERE header IS NOT NULL"
+                            " ORDER BY no").fetchall()
+    for no, sid, header in sessions:
+        session = hashlib.blake2b(digest_size=32)
+        canonical = orjson.dumps(orjson.loads(header), option=orjson.OPT_SORT_KEYS)
+        session.update(orjson.dumps(str(sid)) + b"\n" + canonical + b"\n")
+        rows = session_rows(conn, int(no))
+        raws_by_seq = read_raws(conn, shard.epoch, ((int(no), r.seq) for r in rows))
+        raws = []
+        for r in rows:
+            raw = raws_by_seq[(int(no), r.seq)]
+            session.update(orjson.dumps([r.seq, r.type, r.time, r.surface, text_of(raw)]) + b"\n")
+            raws.append(orjson.loads(raw))
+        state = encode_state(fold_surface(raws).state)
+        session.update(orjson.dumps({k: state[k].decode() for k in sorted(state)}))
+        out[str(sid)] = [session.hexdigest(), len(raws)]
     return out
 
 

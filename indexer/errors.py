@@ -34,3 +34,11 @@ class SourceConflict(SessionQueryError):
         super().__init__(message)
         self.session_id = session_id
         self.seq = seq
+
+
+class IndexOutdated(SessionQueryError):
+    """A shard was written by an older schema version; the runtime rebuilds it from its source
+    (the embedded store, or the Kafka documents topic) instead of refusing the data dir."""
+
+    code = INDEX_FAILED
+    hint = "rebuild the index from its source (`recall reindex`)"

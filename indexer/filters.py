@@ -11,14 +11,15 @@ from typing import Any, Literal
 import orjson
 
 from indexer.errors import INVALID_FILTER, query_error
+from indexer.schema import SEQ, SURFACE, SURFACE_CODES, TYPE
 from projections.surfaces import SURFACE_VALUES
 
 Scope = Literal["session", "event"]
 
 SESSION_LIST_KINDS = {"id": "s.id", "cwd": "s.cwd", "parent": "s.parent"}
 SESSION_RANGE_KINDS = {"created-at": "s.created_at"}
-EVENT_LIST_KINDS = {"type": "e.type", "surface": "e.surface"}
-EVENT_RANGE_KINDS = {"seq": "e.seq", "time": "e.time"}
+EVENT_LIST_KINDS = {"type": TYPE, "surface": SURFACE}
+EVENT_RANGE_KINDS = {"seq": SEQ, "time": "e.time"}
 NULLABLE_KINDS = frozenset({"cwd", "parent"})
 AVAILABILITY_VALUES = frozenset({"live", "persisted"})
 
@@ -191,8 +192,16 @@ def compile_clauses(clauses: Sequence[Clause], *, live_since: int) -> tuple[list
             column = columns[c.kind]
             strings = [v for v in c.values if v is not None]
             parts: list[str] = []
-            if strings:
-                parts.append(f"{column} IN ({','.join('?' * len(strings))})")
+            marks = ",".join("?" * len(strings))
+            # Types and surfaces are stored as integer codes (indexer/schema.py).
+            if strings and c.kind == "type":
+                parts.append(f"{column} IN (SELECT code FROM types WHERE name IN ({marks}))")
+                params.extend(strings)
+            elif strings and c.kind == "surface":
+                parts.append(f"{column} IN ({marks})")
+                params.extend(SURFACE_CODES[v] for v in strings)
+            elif strings:
+                parts.append(f"{column} IN ({marks})")
                 params.extend(strings)
             if len(strings) != len(c.values):
                 parts.append(f"{column} IS NULL")

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import os
-import sqlite3
 from pathlib import Path
 from typing import Any
 
+from indexer import database
 from indexer.routing import shard_file_name
 from indexer.schema import APPLICATION_ID, SCHEMA_VERSION
 from indexer.shardset import ShardSet
@@ -16,20 +16,19 @@ def shard_stats(shardset: ShardSet) -> list[dict[str, Any]]:
     """Per shard: sessions, events, documents, bytes on disk (db + WAL), generation, epoch."""
     out: list[dict[str, Any]] = []
     for shard in shardset:
-        c = shard.conn
-        meta = shard.meta()
         size = sum(os.path.getsize(p) for p in (shard.path, shard.path.with_name(
             shard.path.name + "-wal")) if p.exists())
-        out.append({
-            "shard": shard.index, "file": shard.path.name,
-            "sessions": c.execute("SELECT count(*) FROM sessions").fetchone()[0],
-            "events": c.execute("SELECT count(*) FROM events").fetchone()[0],
-            "documents": c.execute("SELECT count(*) FROM events WHERE text_len > 0").fetchone()[0],
-            "textBytes": c.execute("SELECT coalesce(sum(length(CAST(text AS BLOB))), 0)"
-                                   " FROM events").fetchone()[0],
-            "bytes": size, "generation": meta.generation, "epoch": meta.epoch,
-            "substring": meta.substring,
-        })
+        with shard.reader() as c:
+            meta = shard.meta(c)
+            out.append({
+                "shard": shard.index, "file": shard.path.name,
+                "sessions": c.execute("SELECT count(*) FROM sessions").fetchone()[0],
+                "events": c.execute("SELECT count(*) FROM events").fetchone()[0],
+                "documents": c.execute("SELECT count(*) FROM events WHERE len > 0").fetchone()[0],
+                "textChars": c.execute("SELECT coalesce(sum(len), 0) FROM events").fetchone()[0],
+                "bytes": size, "generation": meta.generation, "epoch": meta.epoch,
+                "substring": meta.substring,
+            })
     return out
 
 
@@ -37,24 +36,30 @@ def check_integrity(shardset: ShardSet) -> dict[int, list[str]]:
     """SQLite integrity_check plus FTS5 integrity-check per shard; an empty list means healthy."""
     problems: dict[int, list[str]] = {}
     for shard in shardset:
-        c = shard.conn
-        found = [str(r[0]) for r in c.execute("PRAGMA integrity_check") if r[0] != "ok"]
-        for table in ("events_fts", "events_tri"):
-            try:
-                c.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
-            except Exception as exc:  # an FTS corruption surfaces as a generic SQLite error
-                found.append(f"{table}: {exc}")
+        with shardset.writing():
+            found = _check_shard(shard.writer)
         problems[shard.index] = found
     return problems
 
 
+def _check_shard(c: Any) -> list[str]:
+    found = [str(r[0]) for r in c.execute("PRAGMA integrity_check") if r[0] != "ok"]
+    for table in ("events_fts", "events_tri"):
+        try:
+            c.execute(f"INSERT INTO {table}({table}) VALUES ('integrity-check')")
+        except Exception as exc:  # an FTS corruption surfaces as a generic SQLite error
+            found.append(f"{table}: {exc}")
+    return found
+
+
 def optimize_shards(shardset: ShardSet) -> None:
     """Merge FTS b-trees and checkpoint the WAL; run when ingest is quiet."""
-    for shard in shardset:
-        c = shard.conn
-        for table in ("events_fts", "events_tri"):
-            c.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
-        c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+    with shardset.writing():
+        for shard in shardset:
+            c = shard.writer
+            for table in ("events_fts", "events_tri"):
+                c.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+            c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 
 def check_generation(root: Path, shard_count: int) -> list[str]:
@@ -72,16 +77,15 @@ def check_generation(root: Path, shard_count: int) -> list[str]:
             continue
         try:
             problems.extend(f"{path.name}: {p}" for p in _check_file(path))
-        except sqlite3.Error as exc:
+        except database.Error as exc:
             problems.append(f"{path.name}: {exc}")
     return problems
 
 
 def _check_file(path: Path) -> list[str]:
     found: list[str] = []
-    conn = sqlite3.connect(path, isolation_level=None)
+    conn = database.connect(path)
     try:
-        conn.execute("PRAGMA busy_timeout = 5000")
         app_id = conn.execute("PRAGMA application_id").fetchone()[0]
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if app_id != APPLICATION_ID:
@@ -95,7 +99,7 @@ def _check_file(path: Path) -> list[str]:
             conn.execute("BEGIN")
             try:
                 conn.execute(f'INSERT INTO "{table}"("{table}") VALUES (\'integrity-check\')')
-            except sqlite3.Error as exc:
+            except database.Error as exc:
                 found.append(f"{table}: {exc}")
             finally:
                 conn.execute("ROLLBACK")

@@ -3,14 +3,16 @@ traces and metadata filters — answered from the stored rows without refolding 
 
 from __future__ import annotations
 
-import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import orjson
 
+from indexer.blocks import iter_session_raws, read_raws
 from indexer.config import IndexConfig
+from indexer.database import Conn
 from indexer.digest import index_digest
 from indexer.errors import (
     EVENT_NOT_FOUND,
@@ -19,6 +21,7 @@ from indexer.errors import (
     SESSION_NOT_FOUND,
     query_error,
 )
+from indexer.eventrows import session_rows
 from indexer.filters import (
     check_budgets,
     compile_clauses,
@@ -26,7 +29,10 @@ from indexer.filters import (
     validate_filters,
 )
 from indexer.lineage import trace_lineage
+from indexer.schema import SEQ, SURFACE, SURFACE_NAMES, TYPE
+from indexer.shard import Shard
 from indexer.shardset import ShardSet
+from indexer.writer import text_of
 from projections.fold import fold_surface
 from projections.trace import trace_event as trace_log_event
 
@@ -52,26 +58,32 @@ class SessionReads:
         return last_event_time is not None and now_ms - last_event_time <= self.config.live_window_ms
 
     @staticmethod
-    def _header_on(conn: sqlite3.Connection, session_id: str) -> dict[str, Any]:
-        row = conn.execute("SELECT header FROM sessions WHERE id = ? AND header IS NOT NULL",
+    def _session_on(conn: Conn, session_id: str) -> tuple[int, dict[str, Any]]:
+        """The session's number in its shard and its header (SESSION_NOT_FOUND without one)."""
+        row = conn.execute("SELECT no, header FROM sessions WHERE id = ? AND header IS NOT NULL",
                            (session_id,)).fetchone()
         if row is None:
             raise query_error(SESSION_NOT_FOUND, f"session {session_id!r} not found")
-        value: dict[str, Any] = orjson.loads(row[0])
-        return value
+        value: dict[str, Any] = orjson.loads(row[1])
+        return int(row[0]), value
 
-    def _conn(self, session_id: str) -> sqlite3.Connection:
-        return self.shardset.shard_for(session_id).conn
+    @classmethod
+    def _header_on(cls, conn: Conn, session_id: str) -> dict[str, Any]:
+        return cls._session_on(conn, session_id)[1]
 
-    def _raw_events(self, conn: sqlite3.Connection, sql: str, params: list[Any]) -> list[Any]:
-        return [orjson.loads(r[0]) for r in conn.execute(sql, params)]
+    @contextmanager
+    def _reading(self, session_id: str) -> Iterator[tuple[Shard, Conn]]:
+        shard = self.shardset.shard_for(session_id)
+        with shard.reader() as conn:
+            yield shard, conn
 
     def _listing(self, where: str, params: list[Any], now_ms: int) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
         for shard in self.shardset:
-            rows = shard.conn.execute(
-                "SELECT s.header, s.last_event_time FROM sessions s WHERE s.header IS NOT NULL"
-                + (f" AND {where}" if where else ""), params).fetchall()
+            with shard.reader() as conn:
+                rows = conn.execute(
+                    "SELECT s.header, s.last_event_time FROM sessions s WHERE s.header IS NOT NULL"
+                    + (f" AND {where}" if where else ""), params).fetchall()
             items.extend({"header": orjson.loads(h), "live": self._live(t, now_ms),
                           "persisted": True} for h, t in rows)
         return sort_listing(items)
@@ -80,25 +92,28 @@ class SessionReads:
         """`[{header, live, persisted}]`, createdAt descending, then id ascending."""
         return self._listing("", [], self._now_ms(now_ms))
 
+    def _events(self, shard: Shard, conn: Conn, number: int) -> list[Any]:
+        return [orjson.loads(raw) for _, raw in iter_session_raws(conn, shard.epoch, number)]
+
     def read_session(self, session_id: str) -> dict[str, Any]:
         """`{header, events}`; the log is validated by folding it (INVALID_SURFACE if broken)."""
-        conn = self._conn(session_id)
-        header = self._header_on(conn, session_id)
-        events = self._raw_events(conn, "SELECT raw FROM events WHERE session_id = ? ORDER BY seq",
-                                  [session_id])
+        with self._reading(session_id) as (shard, conn):
+            number, header = self._session_on(conn, session_id)
+            events = self._events(shard, conn, number)
         fold_surface(events)
         return {"header": header, "events": events}
 
     def read_surface(self, session_id: str) -> dict[str, Any]:
         """`{session, capturedThroughSeq, events}`: current-surface events in model order."""
-        conn = self._conn(session_id)
-        header = self._header_on(conn, session_id)
-        last = conn.execute("SELECT max(seq) FROM events WHERE session_id = ?",
-                            (session_id,)).fetchone()[0]
-        events = self._raw_events(
-            conn, "SELECT raw FROM events WHERE session_id = ? AND surface = 'current'"
-            " ORDER BY order_key", [session_id])
-        return {"session": header, "capturedThroughSeq": last, "events": events}
+        with self._reading(session_id) as (shard, conn):
+            number, header = self._session_on(conn, session_id)
+            top = conn.execute("SELECT top_seq FROM sessions WHERE no = ?", (number,)).fetchone()
+            rows = sorted(session_rows(conn, number, current_only=True),
+                          key=lambda r: (r.order_key, r.seq))
+            raws = read_raws(conn, shard.epoch, ((number, r.seq) for r in rows))
+        last = int(top[0])
+        return {"session": header, "capturedThroughSeq": None if last < 0 else last,
+                "events": [orjson.loads(raws[(number, r.seq)]) for r in rows]}
 
     def _window_value(self, request: dict[str, Any], key: str) -> int:
         value = request.get(key, 0)
@@ -118,15 +133,14 @@ class SessionReads:
         before = self._window_value(request, "before")
         after = self._window_value(request, "after")
         seq = request.get("seq")
-        conn = self._conn(session_id)
-        header = self._header_on(conn, session_id)
-        if isinstance(seq, bool) or not isinstance(seq, int):
-            raise query_error(EVENT_NOT_FOUND, f"event seq {seq!r} not found")
-        rows = conn.execute(
-            "SELECT seq, raw, surface, text FROM events WHERE session_id = ? AND seq BETWEEN ? AND ?"
-            " ORDER BY seq", (session_id, seq - before, seq + after)).fetchall()
-        entries = {int(r[0]): {"event": orjson.loads(r[1]), "surface": r[2], "text": r[3]}
-                   for r in rows}
+        with self._reading(session_id) as (shard, conn):
+            number, header = self._session_on(conn, session_id)
+            if isinstance(seq, bool) or not isinstance(seq, int):
+                raise query_error(EVENT_NOT_FOUND, f"event seq {seq!r} not found")
+            rows = session_rows(conn, number, seq - before, seq + after)
+            raws = read_raws(conn, shard.epoch, ((number, r.seq) for r in rows))
+        entries = {r.seq: {"event": orjson.loads(raws[(number, r.seq)]), "surface": r.surface,
+                           "text": text_of(raws[(number, r.seq)])} for r in rows}
         if seq not in entries:
             raise query_error(EVENT_NOT_FOUND, f"event seq {seq} not found")
         return {"session": header, "event": entries[seq],
@@ -136,17 +150,18 @@ class SessionReads:
     def trace_event(self, session_id: str, seq: int) -> dict[str, Any]:
         """`{session, seq, replacedBy, replacementChain, replacedEventSeqs, sourceEventSeqs,
         derivedEventSeqs}` (SPEC 2, traceEvent)."""
-        conn = self._conn(session_id)
-        header = self._header_on(conn, session_id)
-        events = self._raw_events(conn, "SELECT raw FROM events WHERE session_id = ? ORDER BY seq",
-                                  [session_id])
+        with self._reading(session_id) as (shard, conn):
+            number, header = self._session_on(conn, session_id)
+            events = self._events(shard, conn, number)
         return {"session": header, **trace_log_event(events, seq).to_json()}
 
     def trace_session(self, session_id: str) -> dict[str, Any]:
         """`{session, ancestors, complete, root | unresolvedParentId, descendants}`."""
         headers: dict[str, dict[str, Any]] = {}
         for shard in self.shardset:
-            for (raw,) in shard.conn.execute("SELECT header FROM sessions WHERE header IS NOT NULL"):
+            with shard.reader() as conn:
+                rows = conn.execute("SELECT header FROM sessions WHERE header IS NOT NULL").fetchall()
+            for (raw,) in rows:
                 header = orjson.loads(raw)
                 headers[str(header["id"])] = header
         return trace_lineage(headers, session_id)
@@ -170,16 +185,22 @@ class SessionReads:
             raise query_error(INVALID_FILTER, "sessionId must be a string")
         clauses = validate_filters(filters, "event", allow_text=True)
         check_budgets(clauses, within_session=True)
-        conn = self._conn(session_id)
-        header = self._header_on(conn, session_id)
         sql, params = compile_clauses(clauses, live_since=0)
-        where = " AND ".join(["e.session_id = ?", *sql])
         texts = text_clauses(clauses)
+        with self._reading(session_id) as (shard, conn):
+            number, header = self._session_on(conn, session_id)
+            where = " AND ".join(["x.session = ?", *sql])
+            rows = conn.execute(
+                f"SELECT e.id, {SEQ}, t.name, e.time, {SURFACE} FROM extents x"
+                " JOIN events e ON e.id BETWEEN x.first AND x.first + x.size - 1"
+                f" JOIN types t ON t.code = {TYPE} WHERE {where} ORDER BY x.seq, e.id",
+                [number, *params]).fetchall()
+            raws = read_raws(conn, shard.epoch, ((number, int(r[1])) for r in rows))
         events: list[dict[str, Any]] = []
-        for seq, kind, t, surface, text, raw in conn.execute(
-                "SELECT e.seq, e.type, e.time, e.surface, e.text, e.raw FROM events e"
-                f" WHERE {where} ORDER BY e.seq", [session_id, *params]):
-            if all(c.pattern.search(text) for c in texts):
-                events.append({"seq": seq, "type": kind, "time": t, "surface": surface,
-                               "event": orjson.loads(raw)})
+        for _, seq, kind, t, surface in rows:
+            raw = raws[(number, int(seq))]
+            if texts and not all(c.pattern.search(text_of(raw)) for c in texts):
+                continue
+            events.append({"seq": int(seq), "type": kind, "time": t,
+                           "surface": SURFACE_NAMES[int(surface)], "event": orjson.loads(raw)})
         return {"session": header, "events": events}

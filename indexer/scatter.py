@@ -36,13 +36,13 @@ def cursor_instance(key: bytes) -> str:
 
 def answer_shard_search(shard: Shard, plan: Mapping[str, Any]) -> dict[str, Any]:
     """Owner side: this shard's generation and top `plan.fetch` candidates, consistently."""
-    conn = shard.conn
-    conn.execute("BEGIN")
-    try:
-        meta = shard.meta(conn)
-        candidates = search_shard(conn, dict(plan))
-    finally:
-        conn.execute("COMMIT")
+    with shard.reader() as conn:
+        conn.execute("BEGIN")
+        try:
+            meta = shard.meta(conn)
+            candidates = search_shard(conn, shard.epoch, dict(plan))
+        finally:
+            conn.execute("COMMIT")
     return {"generation": f"{meta.epoch}:{meta.generation}", "candidates": candidates}
 
 
@@ -51,15 +51,17 @@ def answer_shard_listing(shard: Shard, filters: Any, live_since: int) -> list[di
     clauses = validate_filters(filters, "session")
     sql, params = compile_clauses(clauses, live_since=live_since)
     where = " AND ".join(["s.header IS NOT NULL", *sql])
-    rows = shard.conn.execute(f"SELECT s.header, s.last_event_time FROM sessions s WHERE {where}",
-                              params).fetchall()
+    with shard.reader() as conn:
+        rows = conn.execute(f"SELECT s.header, s.last_event_time FROM sessions s WHERE {where}",
+                            params).fetchall()
     return [{"header": orjson.loads(h), "lastEventTime": t} for h, t in rows]
 
 
 def answer_shard_headers(shard: Shard) -> list[dict[str, Any]]:
     """Owner side: every session header of this shard (for lineage)."""
-    return [orjson.loads(h) for (h,) in shard.conn.execute(
-        "SELECT header FROM sessions WHERE header IS NOT NULL")]
+    with shard.reader() as conn:
+        rows = conn.execute("SELECT header FROM sessions WHERE header IS NOT NULL").fetchall()
+    return [orjson.loads(h) for (h,) in rows]
 
 
 class Coordinator:

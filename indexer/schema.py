@@ -1,17 +1,54 @@
-"""Storage and read side: the DDL of one shard file, its application id and schema version."""
+"""Storage and read side: the DDL of one shard file, its version, and how its keys are packed.
+
+Version 2 is the lean layout (issue 16): no stored document text (contentless FTS5; snippets and
+reads extract the text from the raw event again), raw events zstd-compressed in blocks of 16 per
+session, integer keys and codes, no secondary index over all events.
+
+Keys (all SQLite integers):
+- event id: dense per shard, so FTS5 doclists (which store rowid deltas) and the events table's
+  keys stay small. A session's ids come in extents — runs of consecutive ids for consecutive
+  seqs (32 at first, doubling up to 8192), reserved when the session reaches them — so the
+  extents table, a few rows per session, maps (session, seq) ⇄ event id both ways.
+- document id (the FTS rowid) = event id << LENGTH_BITS | length key. Every FTS hit thus
+  carries a key of its length for free: the ranking pass sorts by (match count, length key)
+  without touching a table. The length key is the code-point length below 16 and then 4 steps
+  per octave, capped: monotone in the length, which is all the ranking needs (indexer/search.py
+  explains why); 6 bits cost the doclists ~20 % (9 bits: ~35 %; measured at 88k documents).
+- kind = type code << 3 | cjk << 2 | surface code (one small integer for three columns).
+- block id = session number << 27 | seq >> 4: the 16 consecutive seqs whose raw bytes share a
+  compressed block.
+"""
 
 from __future__ import annotations
 
 #: 'RCLI' — ours, distinct from DSH's 0x44534851 so neither tool opens the other's files.
 APPLICATION_ID = 0x52434C49
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
+PAGE_SIZE = 8192
 
-#: External-content FTS tables keep the text once (in `events`), which holds index bytes down.
+SEQ_BITS = 31
+SEQ_MASK = (1 << SEQ_BITS) - 1
+MAX_SESSIONS = 1 << 32
+LENGTH_BITS = 6
+LENGTH_MASK = (1 << LENGTH_BITS) - 1
+BLOCK_BITS = 4
+BLOCK_EVENTS = 1 << BLOCK_BITS
+FIRST_EXTENT = 32
+MAX_EXTENT = 8192
+
+#: Surface codes; the names are SPEC's.
+SURFACE_CODES = {"current": 0, "shadowed": 1, "log-only": 2}
+SURFACE_NAMES = {code: name for name, code in SURFACE_CODES.items()}
+CURRENT, SHADOWED = SURFACE_CODES["current"], SURFACE_CODES["shadowed"]
+
+TOKENIZER = "unicode61 remove_diacritics 2"
+
 DDL = (
     "CREATE TABLE meta(key TEXT PRIMARY KEY, value TEXT NOT NULL) WITHOUT ROWID",
     "CREATE TABLE tracking(source TEXT PRIMARY KEY, position INTEGER NOT NULL) WITHOUT ROWID",
     """CREATE TABLE sessions(
-        id TEXT PRIMARY KEY,
+        no INTEGER PRIMARY KEY,
+        id TEXT NOT NULL UNIQUE,
         header TEXT,
         cwd TEXT,
         created_at INTEGER,
@@ -20,27 +57,62 @@ DDL = (
         delegation_depth INTEGER NOT NULL DEFAULT 0,
         last_event_time INTEGER,
         event_count INTEGER NOT NULL DEFAULT 0,
+        top_seq INTEGER NOT NULL DEFAULT -1,
         revision INTEGER NOT NULL DEFAULT 0
-    ) WITHOUT ROWID""",
-    """CREATE TABLE events(
-        rowid INTEGER PRIMARY KEY,
-        session_id TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        type TEXT NOT NULL,
-        time INTEGER NOT NULL,
-        surface TEXT NOT NULL,
-        order_key INTEGER,
-        text TEXT NOT NULL,
-        text_len INTEGER NOT NULL,
-        cjk INTEGER NOT NULL,
-        raw BLOB NOT NULL,
-        UNIQUE(session_id, seq)
     )""",
-    "CREATE INDEX events_surface ON events(session_id, surface, order_key)",
     "CREATE INDEX sessions_parent ON sessions(parent)",
-    """CREATE VIRTUAL TABLE events_fts USING fts5(
-        text, content='events', content_rowid='rowid',
-        tokenize='unicode61 remove_diacritics 2')""",
+    "CREATE TABLE types(code INTEGER PRIMARY KEY, name TEXT NOT NULL UNIQUE)",
+    """CREATE TABLE extents(
+        first INTEGER PRIMARY KEY,
+        session INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        size INTEGER NOT NULL
+    )""",
+    "CREATE UNIQUE INDEX extents_seq ON extents(session, seq)",
+    """CREATE TABLE events(
+        id INTEGER PRIMARY KEY,
+        kind INTEGER NOT NULL,
+        time INTEGER NOT NULL,
+        order_key INTEGER,
+        len INTEGER NOT NULL
+    )""",
+    # The current surface (read_surface, references) without scanning the whole log.
+    "CREATE INDEX events_current ON events(id) WHERE kind & 3 = 0",
+    "CREATE TABLE blocks(id INTEGER PRIMARY KEY, data BLOB NOT NULL)",
+    "CREATE TABLE dictionaries(id INTEGER PRIMARY KEY, data BLOB NOT NULL)",
+    f"""CREATE VIRTUAL TABLE events_fts USING fts5(
+        text, content='', columnsize=0, tokenize='{TOKENIZER}')""",
     """CREATE VIRTUAL TABLE events_tri USING fts5(
-        text, content='events', content_rowid='rowid', tokenize='trigram')""",
+        text, content='', columnsize=0, tokenize='trigram')""",
 )
+
+#: SQL over an `events e` row: its extent `x`, session `s`, seq, type code, surface code, cjk.
+EVENT_JOINS = (" JOIN extents x ON x.first ="
+               " (SELECT first FROM extents WHERE first <= e.id ORDER BY first DESC LIMIT 1)"
+               " JOIN sessions s ON s.no = x.session")
+SEQ = "(x.seq + e.id - x.first)"
+TYPE = "(e.kind >> 3)"
+SURFACE = "(e.kind & 3)"
+CJK = "(e.kind >> 2 & 1)"
+
+
+def kind(type_code: int, cjk: bool, surface: int) -> int:
+    return type_code << 3 | int(cjk) << 2 | surface
+
+
+def block_id(session_no: int, seq: int) -> int:
+    return session_no << (SEQ_BITS - BLOCK_BITS) | seq >> BLOCK_BITS
+
+
+def length_key(length: int) -> int:
+    """Monotone in `length`: exact below 16, then 4 steps per power of two, capped."""
+    if length < 16:
+        return length
+    exponent = length.bit_length() - 1
+    mantissa = (length >> (exponent - 2)) & 3
+    return min(16 + 4 * (exponent - 4) + mantissa, LENGTH_MASK)
+
+
+def document_id(number: int, length: int) -> int:
+    """The FTS rowid of document `number` whose text has `length` code points."""
+    return number << LENGTH_BITS | length_key(length)

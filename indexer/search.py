@@ -1,28 +1,74 @@
 """Storage and read side: the per-shard half of a search (scatter). Input and output are JSON.
 
-`search_shard(conn, plan)` returns the shard's top `fetch` candidates with their full ranking key
-(and the `rowid` of their event row); `ranking.merge_page` combines shards. Snippets are made
-per shard (the default: what a remote shard owner ships) or, with `plan["snippets"]` false, only
-for the merged page's rows afterwards (`attach_snippets`, on the same connections).
+`search_shard(conn, epoch, plan)` returns the shard's top `fetch` candidates with their full
+ranking key (and the `rowid` — event id — of their event); `ranking.merge_page` combines shards.
+Snippets are made per shard (the default: what a remote shard owner ships) or, with
+`plan["snippets"]` false, only for the merged page's rows afterwards (`attach_snippets`).
+
+Token searches across sessions cost work bounded by the page, not by the hits (issue 16):
+1. Floor pass: FTS5 walks the phrase's hits computing only the match count (`recall_matches`,
+   no table lookup; the document id carries a length key) and keeps the best M by (count desc,
+   length key asc) — a bounded sort.
+2. Let B be the (count, length key) of the M-th of them. T = the ones strictly better than B is
+   exactly the set of all hits strictly better than B, and every hit in T beats every hit
+   outside it on (count, length), the first two ranking fields (the length key is monotone in
+   the length). So T holds each session's best hit if the session has a hit in T.
+3. Only T — in fact only as much of it as the page needs (`bounded_top`) — is joined to events
+   and sessions (filters, time, seq, session id) and ranked exactly. The query service runs
+   step 1 on every shard and steps 2–3 once over all of them.
+   If T yields `fetch` sessions (or events) the answer is exact: anything outside ranks after
+   all of them. Otherwise M grows once, then the whole result is computed in one statement.
+Searches within one session probe that session's documents instead.
 """
 
 from __future__ import annotations
 
-import sqlite3
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
 
+from indexer.blocks import read_raws
+from indexer.database import Conn
 from indexer.filters import compile_clauses, validate_filters
 from indexer.normalize import fts_phrase
-from indexer.ranking import Candidate, best_per_session, rank
-from indexer.snippet import make_snippet, mark_spans, substring_spans
-from indexer.writer import has_cjk
-from projections.extraction import HIGHLIGHT_CLOSE, HIGHLIGHT_OPEN
+from indexer.ranking import (
+    EVENT_ORDER,
+    SESSION_ORDER,
+    Candidate,
+    best_per_session,
+    order_by,
+    rank,
+)
+from indexer.schema import (
+    CJK,
+    EVENT_JOINS,
+    LENGTH_BITS,
+    LENGTH_MASK,
+    SEQ,
+    SURFACE,
+    SURFACE_NAMES,
+    TYPE,
+)
+from indexer.snippet import highlight_texts, make_snippet, mark_spans, substring_spans
+from indexer.writer import has_cjk, text_of
 
 #: Trigram MATCH needs 3 code points; shorter substring queries scan (CJK docs only by default).
 TRIGRAM_MIN = 3
+#: Floor pass size: at least this many hits, or this many times `fetch`; then ×GROWTH once
+#: (a floor pass costs the same whatever its size; only the rows joined cost more).
+#: (Each floor row costs a table lookup, each statement ~25 lookups' worth: measured.)
+FLOOR_MIN = 64
+FLOOR_FACTOR = 4
+GROWTH = 64
+FILTERED_FACTOR = 16
+
+#: The columns every candidate query selects, over aliases e (events), x (extents), s (sessions),
+#: t (types).
+_COLUMNS = f"e.id, s.id, {SEQ}, t.name, e.time, {SURFACE}, e.len, s.no"
+_TYPES = f" JOIN types t ON t.code = {TYPE}"
+_JOINS = EVENT_JOINS + _TYPES
 
 
 def choose_index(query: str, mode: str) -> str:
@@ -30,67 +76,184 @@ def choose_index(query: str, mode: str) -> str:
     return "trigram" if mode == "substring" or has_cjk(query) else "token"
 
 
-def _where(plan: dict[str, Any]) -> tuple[str, list[Any]]:
+def _where(plan: Mapping[str, Any]) -> tuple[str, list[Any]]:
     clauses = (validate_filters(plan["sessionFilters"], "session")
                + validate_filters(plan["eventFilters"], "event"))
     sql, params = compile_clauses(clauses, live_since=int(plan["liveSince"]))
     sql.insert(0, "s.header IS NOT NULL")
     if plan.get("sessionId") is not None:
-        sql.insert(0, "e.session_id = ?")
+        sql.insert(0, "s.id = ?")
         params.insert(0, plan["sessionId"])
     return " AND ".join(sql), params
 
 
-def _candidate(row: sqlite3.Row | tuple[Any, ...], matches: int) -> Candidate:
-    rowid, sid, seq, kind, time, surface, length = row[:7]
-    return {"sessionId": sid, "seq": seq, "type": kind, "time": time, "surface": surface,
-            "length": length, "matches": matches, "rowid": rowid}
+def _candidate(row: Iterable[Any], matches: int) -> Candidate:
+    rowid, sid, seq, kind, time, surface, length, number = tuple(row)[:8]
+    return {"sessionId": sid, "seq": seq, "type": kind, "time": time,
+            "surface": SURFACE_NAMES[int(surface)], "length": length, "matches": matches,
+            "rowid": rowid, "sessionNo": number}
 
 
-def _token_candidates(conn: sqlite3.Connection, plan: dict[str, Any]) -> list[Candidate]:
+# --- token index ---------------------------------------------------------------------------------
+
+_FLOOR = ("SELECT rowid, recall_matches(events_fts) AS m FROM events_fts WHERE events_fts MATCH ?"
+          f" ORDER BY m DESC, rowid & {LENGTH_MASK} LIMIT ?")
+
+
+@dataclass(frozen=True, slots=True)
+class Floor:
+    """One shard's floor pass: its best hits as (document id, match count), and whether they
+    are all of its hits."""
+
+    rows: list[tuple[int, int]]
+    complete: bool
+
+
+def floor_pass(conn: Conn, phrase: str, size: int) -> Floor:
+    """Step 1: the shard's best `size` hits by (count desc, length key asc)."""
+    rows = [(int(d), int(m)) for d, m in conn.execute(_FLOOR, (phrase, size))]
+    return Floor(rows, len(rows) < size)
+
+
+def floor_size(plan: Mapping[str, Any]) -> int:
+    """Rows a floor pass keeps: a few pages' worth, more when filters will reject some (the
+    pass costs about the same whatever it keeps; only the rows joined cost more)."""
+    size = max(FLOOR_MIN, FLOOR_FACTOR * int(plan["fetch"]))
+    return size * FILTERED_FACTOR if plan["sessionFilters"] or plan["eventFilters"] else size
+
+
+def _key(row: tuple[int, int]) -> tuple[int, int]:
+    """A floor row's (count, length key) as an ascending sort key."""
+    return -row[1], row[0] & LENGTH_MASK
+
+
+def _join(conn: Conn, rows: list[tuple[int, int]], where: str,
+          params: list[Any]) -> list[Candidate]:
+    """Candidates for floor rows (document id, count) that pass the filters."""
+    ids = {d >> LENGTH_BITS: m for d, m in rows}
+    found = conn.execute(f"SELECT {_COLUMNS} FROM events e{_JOINS}"
+                         f" WHERE e.id IN (SELECT value FROM json_each(?)) AND {where}",
+                         [orjson.dumps(list(ids)), *params])
+    return [_candidate(r, ids[int(r[0])]) for r in found]
+
+
+def bounded_top(conns: Sequence[Conn], floors: Sequence[Floor],
+                plan: Mapping[str, Any]) -> list[Candidate] | None:
+    """Steps 2–3 over one or several shards: the exact top `fetch` candidates of all of them,
+    or None when their floor passes do not hold `fetch` results.
+
+    The floor rows of all shards, merged by (count, length key), are cut before the best M-th
+    key of an incomplete shard: what remains is every hit strictly better than that key. Any
+    prefix of it ending where the key changes is again "every hit strictly better than the next
+    row", so it is joined a prefix at a time (doubling): a page needs little more than `fetch`
+    rows, whichever shards they are in."""
     where, params = _where(plan)
+    fetch = int(plan["fetch"])
+    cut = min((_key(f.rows[-1]) for f in floors if not f.complete), default=None)
+    merged = sorted((_key(row), k, row) for k, f in enumerate(floors) for row in f.rows
+                    if cut is None or _key(row) < cut)
+    found: list[Candidate] = []
+    joined = 0
+    end = min(len(merged), fetch + fetch // 4 + 1)
+    while True:
+        while 0 < end < len(merged) and merged[end][0] == merged[end - 1][0]:
+            end += 1  # never split a group
+        by_shard: dict[int, list[tuple[int, int]]] = {}
+        for _, k, row in merged[joined:end]:
+            by_shard.setdefault(k, []).append(row)
+        for k, rows in by_shard.items():
+            found.extend(_join(conns[k], rows, where, params))
+        joined = end
+        ranked = best_per_session(found) if plan["scope"] == "sessions" else found
+        if len(ranked) >= fetch or (end == len(merged) and cut is None):
+            return rank(ranked, plan["scope"])[:fetch]
+        if end == len(merged):
+            return None
+        end = min(len(merged), 2 * end)
+
+
+def _bounded(conn: Conn, plan: Mapping[str, Any], phrase: str) -> list[Candidate] | None:
+    """Steps 1–3 on one shard, growing the floor pass once."""
+    size = floor_size(plan)
+    for _ in range(2):
+        found = bounded_top([conn], [floor_pass(conn, phrase, size)], plan)
+        if found is not None:
+            return found
+        size *= GROWTH
+    return None
+
+
+def _whole(conn: Conn, plan: Mapping[str, Any], phrase: str, where: str,
+           params: list[Any]) -> list[Candidate]:
+    """The exact answer in one statement over every hit (filters that reject most hits)."""
     sessions = plan["scope"] == "sessions"
-    best = ("ranked AS (SELECT *, row_number() OVER (PARTITION BY sid ORDER BY mc DESC, len ASC,"
-            " time DESC, seq DESC) AS rn FROM hits)" if sessions
+    best = (f"ranked AS (SELECT *, row_number() OVER (PARTITION BY sid ORDER BY"
+            f" {order_by(EVENT_ORDER)}) AS rn FROM hits)" if sessions
             else "ranked AS (SELECT *, 1 AS rn FROM hits)")
-    order = ("mc DESC, len ASC, time DESC, sid ASC, seq DESC" if sessions
-             else "mc DESC, len ASC, time DESC, seq DESC")
-    # The match count is the number of highlight spans: with an empty close marker, highlight()
-    # is the text plus one open marker per span, so count = its length minus the text's (both
-    # SQLite character counts, i.e. code points). Only these narrow rows are sorted; the marked
-    # text is made for the winners only (`attach_snippets`). MATERIALIZED: evaluated once per
-    # hit, not once per reference to `mc`.
+    order = order_by(SESSION_ORDER if sessions else EVENT_ORDER)
     sql = (
-        "WITH hits AS MATERIALIZED (SELECT e.rowid AS rid, e.session_id AS sid, e.seq AS seq,"
-        " e.type AS type, e.time AS time, e.surface AS surface, e.text_len AS len,"
-        " length(highlight(events_fts, 0, ?, '')) - length(e.text) AS mc"
-        " FROM events_fts JOIN events e ON e.rowid = events_fts.rowid"
-        " JOIN sessions s ON s.id = e.session_id"
+        f"WITH hits AS MATERIALIZED (SELECT e.id AS rid, s.id AS sid, {SEQ} AS seq,"
+        f" {TYPE} AS type, e.time AS time, {SURFACE} AS surface, e.len AS len, s.no AS no,"
+        " recall_matches(events_fts) AS mc FROM events_fts"
+        f" JOIN events e ON e.id = events_fts.rowid >> {LENGTH_BITS}{EVENT_JOINS}"
         f" WHERE events_fts MATCH ? AND {where}), "
-        f"{best} SELECT rid, sid, seq, type, time, surface, len, mc FROM ranked WHERE rn = 1"
-        f" ORDER BY {order} LIMIT ?")
-    bound = [HIGHLIGHT_OPEN, fts_phrase(plan["query"]), *params, int(plan["fetch"])]
-    return [_candidate(r, int(r[7])) for r in conn.execute(sql, bound)]
+        f"{best} SELECT rid, sid, seq, (SELECT name FROM types WHERE code = type), time, surface,"
+        f" len, no, mc FROM ranked WHERE rn = 1 ORDER BY {order} LIMIT ?")
+    rows = conn.execute(sql, [phrase, *params, int(plan["fetch"])])
+    return [_candidate(r, int(r[8])) for r in rows]
 
 
-def _trigram_candidates(conn: sqlite3.Connection, plan: dict[str, Any]) -> list[Candidate]:
+def _within_session(conn: Conn, plan: Mapping[str, Any], phrase: str, where: str,
+                    params: list[Any]) -> list[Candidate]:
+    """Events scope: only the phrase's hits inside the session's range of document ids (its
+    extents' event ids, shifted): FTS5 seeks to that range in each doclist, so the work is
+    bounded by the session's hits (and those of sessions whose extents interleave with it)."""
+    span = conn.execute("SELECT min(x.first), max(x.first + x.size) FROM extents x JOIN sessions s"
+                        " ON s.no = x.session WHERE s.id = ?", (plan["sessionId"],)).fetchone()
+    if span is None or span[0] is None:
+        return []
+    sql = (f"SELECT {_COLUMNS}, recall_matches(events_fts) AS mc, e.len AS len,"
+           f" e.time AS time, {SEQ} AS seq FROM events_fts"
+           f" JOIN events e ON e.id = events_fts.rowid >> {LENGTH_BITS}{_JOINS}"
+           f" WHERE events_fts MATCH ? AND events_fts.rowid BETWEEN ? AND ? AND {where}"
+           f" ORDER BY {order_by(EVENT_ORDER)} LIMIT ?")
+    rows = conn.execute(sql, [phrase, int(span[0]) << LENGTH_BITS,
+                              (int(span[1]) << LENGTH_BITS) - 1, *params, int(plan["fetch"])])
+    return [_candidate(r, int(r[8])) for r in rows]
+
+
+def _token_candidates(conn: Conn, plan: Mapping[str, Any]) -> list[Candidate]:
+    where, params = _where(plan)
+    phrase = fts_phrase(plan["query"])
+    if plan.get("sessionId") is not None:
+        return _within_session(conn, plan, phrase, where, params)
+    found = _bounded(conn, plan, phrase)
+    return found if found is not None else _whole(conn, plan, phrase, where, params)
+
+
+# --- trigram index ---------------------------------------------------------------------------------
+
+
+def _trigram_candidates(conn: Conn, epoch: str,
+                        plan: Mapping[str, Any]) -> list[Candidate]:
     where, params = _where(plan)
     query = str(plan["query"])
-    select = ("SELECT e.rowid, e.session_id, e.seq, e.type, e.time, e.surface, e.text_len, e.text"
-              " FROM {src} JOIN sessions s ON s.id = e.session_id WHERE {cond} AND " + where)
     if len(query) >= TRIGRAM_MIN:
-        sql = select.format(src="events_tri JOIN events e ON e.rowid = events_tri.rowid",
-                            cond="events_tri MATCH ?")
+        sql = (f"SELECT {_COLUMNS} FROM events_tri"
+               f" JOIN events e ON e.id = events_tri.rowid >> {LENGTH_BITS}{_JOINS}"
+               f" WHERE events_tri MATCH ? AND {where}")
         bound: list[Any] = [fts_phrase(query), *params]
     else:
         substring = conn.execute("SELECT value FROM meta WHERE key = 'substring'").fetchone()
-        scope = "e.text_len > 0" if substring and substring[0] == "1" else "e.cjk = 1"
-        sql = select.format(src="events e", cond=scope)
+        scope = "e.len > 0" if substring and substring[0] == "1" else f"{CJK} = 1"
+        sql = f"SELECT {_COLUMNS} FROM events e{_JOINS} WHERE {scope} AND {where}"
         bound = list(params)
+    rows = conn.execute(sql, bound).fetchall()
+    raws = read_raws(conn, epoch, ((int(r[7]), int(r[2])) for r in rows))
     # The FTS side only narrows candidates; the exact match rule is the Python one below.
     candidates: list[Candidate] = []
-    for row in conn.execute(sql, bound):
-        spans = substring_spans(str(row[7]), query)
+    for row in rows:
+        spans = substring_spans(text_of(raws[(int(row[7]), int(row[2]))]), query)
         if spans:
             candidates.append(_candidate(row, len(spans)))
     if plan["scope"] == "sessions":
@@ -98,55 +261,64 @@ def _trigram_candidates(conn: sqlite3.Connection, plan: dict[str, Any]) -> list[
     return rank(candidates, plan["scope"])[:int(plan["fetch"])]
 
 
-def _marked_texts(conn: sqlite3.Connection, plan: Mapping[str, Any],
-                  rowids: list[int]) -> dict[int, str]:
-    """rowid → the whole document with U+FDD0/U+FDD1 around each match (SPEC 3.7's input)."""
-    marks = ",".join("?" * len(rowids))
-    if plan["index"] == "token":
-        rows = conn.execute(
-            f"SELECT rowid, highlight(events_fts, 0, ?, ?) FROM events_fts"
-            f" WHERE events_fts MATCH ? AND rowid IN ({marks})",
-            [HIGHLIGHT_OPEN, HIGHLIGHT_CLOSE, fts_phrase(plan["query"]), *rowids])
-        return {int(r): str(h) for r, h in rows}
-    query = str(plan["query"])
-    rows = conn.execute(f"SELECT rowid, text FROM events WHERE rowid IN ({marks})", rowids)
-    return {int(r): mark_spans(str(t), substring_spans(str(t), query)) for r, t in rows}
+# --- snippets, headers, the shard's answer ------------------------------------------------------
 
 
-def attach_snippets(conn: sqlite3.Connection, plan: Mapping[str, Any],
+def attach_snippets(conn: Conn, epoch: str, plan: Mapping[str, Any],
                     candidates: list[Candidate]) -> None:
-    """Fill in the `snippet` of candidates that `search_shard` found on this connection."""
-    todo = [c for c in candidates if "snippet" not in c]
+    """Fill in the `snippet` of candidates that `search_shard` found on this shard."""
+    make_snippets([(conn, epoch, candidates)], plan)
+
+
+def make_snippets(parts: list[tuple[Conn, str, list[Candidate]]],
+                  plan: Mapping[str, Any]) -> None:
+    """Fill in the `snippet` of candidates found on several shards (each with the connection
+    and epoch of its shard), highlighting all their texts at once."""
+    texts: dict[int, str] = {}
+    todo: list[Candidate] = []
+    for conn, epoch, candidates in parts:
+        mine = [c for c in candidates if "snippet" not in c]
+        raws = read_raws(conn, epoch, {(int(c["sessionNo"]), int(c["seq"])) for c in mine})
+        for c in mine:
+            texts[len(todo)] = text_of(raws[(int(c["sessionNo"]), int(c["seq"]))])
+            todo.append(c)
     if not todo:
         return
-    marked = _marked_texts(conn, plan, sorted({int(c["rowid"]) for c in todo}))
+    if plan["index"] == "token":
+        marked = highlight_texts(fts_phrase(plan["query"]), texts)
+    else:
+        query = str(plan["query"])
+        marked = {i: mark_spans(t, substring_spans(t, query)) for i, t in texts.items()}
     size = int(plan["snippetChars"])
-    for c in todo:
-        c["snippet"] = make_snippet(marked[int(c["rowid"])], size)
+    for i, c in enumerate(todo):
+        c["snippet"] = make_snippet(marked[i], size)
 
 
-def _attach_headers(conn: sqlite3.Connection, candidates: list[Candidate]) -> None:
-    ids = [c["sessionId"] for c in candidates]
+def attach_headers(conn: Conn, candidates: list[Candidate]) -> None:
+    """Fill in `header` and `lastEventTime` of session hits found on this shard."""
+    ids = sorted({c["sessionId"] for c in candidates if "header" not in c})
     if not ids:
         return
-    rows = conn.execute(f"SELECT id, header, last_event_time FROM sessions WHERE id IN"
-                        f" ({','.join('?' * len(ids))})", ids).fetchall()
+    rows = conn.execute("SELECT id, header, last_event_time FROM sessions WHERE id IN"
+                        " (SELECT value FROM json_each(?))", (orjson.dumps(ids),)).fetchall()
     info = {r[0]: (orjson.loads(r[1]), r[2]) for r in rows}
     for c in candidates:
-        c["header"], c["lastEventTime"] = info[c["sessionId"]]
+        if "header" not in c:
+            c["header"], c["lastEventTime"] = info[c["sessionId"]]
 
 
-def search_shard(conn: sqlite3.Connection, plan: dict[str, Any]) -> list[Candidate]:
+def search_shard(conn: Conn, epoch: str, plan: dict[str, Any]) -> list[Candidate]:
     """This shard's top `plan["fetch"]` candidates, ranked by the exact SPEC 3.6 key.
 
-    With `plan["snippets"]` false the candidates carry no `snippet` yet: the caller merges the
-    shards first and calls `attach_snippets` for the rows of the page only."""
+    With `plan["snippets"]` false the candidates carry no `snippet` (nor, for sessions, header)
+    yet: the caller merges the shards first and fills them in for the page's rows only."""
     if plan["index"] == "token":
         candidates = _token_candidates(conn, plan)
     else:
-        candidates = _trigram_candidates(conn, plan)
+        candidates = _trigram_candidates(conn, epoch, plan)
     if plan.get("snippets", True):
-        attach_snippets(conn, plan, candidates)
-    if plan["scope"] == "sessions":
-        _attach_headers(conn, candidates)
+        attach_snippets(conn, epoch, plan, candidates)
+        if plan["scope"] == "sessions":
+            attach_headers(conn, candidates)
     return candidates
+

@@ -5,15 +5,17 @@ from __future__ import annotations
 import copy
 import hashlib
 import os
-import sqlite3
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor, wait
-from typing import Any
+from contextlib import ExitStack, contextmanager
+from typing import Any, TypeVar
 
+from indexer import search as searching
 from indexer.config import IndexConfig
 from indexer.cursor import decode_cursor, encode_cursor, fingerprint, require_generation
+from indexer.database import Conn
 from indexer.errors import (
     INVALID_FILTER,
     INVALID_QUERY,
@@ -23,12 +25,21 @@ from indexer.errors import (
     query_error,
 )
 from indexer.filters import canonical_filters, check_budgets, validate_filters
-from indexer.normalize import check_cursor_type, normalize_query, resolve_limit
+from indexer.normalize import check_cursor_type, fts_phrase, normalize_query, resolve_limit
 from indexer.ranking import Candidate, Scope, merge_page
 from indexer.reads import SessionReads
-from indexer.search import attach_snippets, choose_index, search_shard
+from indexer.search import (
+    Floor,
+    attach_headers,
+    bounded_top,
+    choose_index,
+    floor_pass,
+    floor_size,
+    make_snippets,
+    search_shard,
+)
 from indexer.shard import Shard
-from indexer.shardset import ShardSet
+from indexer.shardset import Progress, ShardSet
 from indexer.snapshots import Snapshot, SnapshotRegistry
 
 _MODES = ("token", "substring")
@@ -38,6 +49,13 @@ _CONSISTENCY = ("strict", "snapshot")
 SEARCH_LANES = min(4, os.cpu_count() or 2)
 #: ... once the first shard took this long (below it, threads cost more than they save).
 PARALLEL_AFTER_S = 0.002
+
+
+_T = TypeVar("_T")
+
+
+def _floor(conn: Conn, size: int, phrase: str) -> Floor:
+    return floor_pass(conn, phrase, size)
 
 
 def _hit(c: Mapping[str, Any]) -> dict[str, Any]:
@@ -70,9 +88,6 @@ def prepare_request(request: Any, scope: Scope, config: IndexConfig) -> dict[str
     if mode not in _MODES:
         raise query_error(INVALID_QUERY, f"mode must be one of {_MODES}")
     index = choose_index(query, mode)
-    if mode == "substring" and not config.substring:
-        raise query_error(INVALID_QUERY, "substring mode is not enabled on this index",
-                          hint="open the index with substring=True, or use token mode")
     consistency = req.get("consistency", "strict")
     if consistency not in _CONSISTENCY:
         raise query_error(INVALID_QUERY, f"consistency must be one of {_CONSISTENCY}")
@@ -84,7 +99,7 @@ def prepare_request(request: Any, scope: Scope, config: IndexConfig) -> dict[str
     print_.update({"query": query, "filters": session_canon + event_canon, "limit": limit,
                    "mode": mode, "consistency": consistency})
     return {"scope": scope, "sessionId": session_id, "query": query, "limit": limit,
-            "cursor": cursor, "index": index, "consistency": consistency,
+            "cursor": cursor, "index": index, "mode": mode, "consistency": consistency,
             "sessionFilters": session_canon, "eventFilters": event_canon,
             "fingerprint": fingerprint(print_)}
 
@@ -99,8 +114,12 @@ class QueryService(SessionReads):
     Snapshot cursors are the exception: their pinned read transaction lives in one process."""
 
     def __init__(self, shardset: ShardSet, config: IndexConfig | None = None, *,
-                 clock: Callable[[], float] = time.time) -> None:
+                 clock: Callable[[], float] = time.time,
+                 progress: Progress | None = None) -> None:
+        """`progress(shard, done, total)` reports an index build a request needs first (the
+        substring index of an index created without it)."""
         super().__init__(shardset, config or shardset.config, clock=clock)
+        self.progress = progress
         self.instance = hashlib.blake2b(shardset.key, digest_size=12, person=b"recall-cursor").hexdigest()
         self.snapshots = SnapshotRegistry(self.config.snapshot_retention_s,
                                           self.config.max_snapshots, clock=clock)
@@ -117,23 +136,27 @@ class QueryService(SessionReads):
     # -- request normalization (SPEC 3.3 order) --
 
     def _prepare(self, request: Any, scope: Scope) -> dict[str, Any]:
-        return prepare_request(request, scope, self.config)
+        req = prepare_request(request, scope, self.config)
+        if req["mode"] == "substring" and not self.shardset.has_substring():
+            # An index created without substring coverage: build it now, once (issue 13).
+            self.shardset.ensure_substring(self.progress)
+        return req
 
     # -- generations --
 
     @staticmethod
-    def _shard_generation(shard: Shard, conn: sqlite3.Connection) -> str:
+    def _shard_generation(shard: Shard, conn: Conn) -> str:
         meta = shard.meta(conn)
         return f"{meta.epoch}:{meta.generation}"
 
-    def _session_generation(self, shard: Shard, conn: sqlite3.Connection, session_id: str) -> str:
+    def _session_generation(self, shard: Shard, conn: Conn, session_id: str) -> str:
         row = conn.execute("SELECT revision FROM sessions WHERE id = ? AND header IS NOT NULL",
                            (session_id,)).fetchone()
         if row is None:
             raise query_error(SESSION_NOT_FOUND, f"session {session_id!r} not found")
         return f"{shard.meta(conn).epoch}:{row[0]}"
 
-    def _generation(self, req: dict[str, Any], conns: dict[int, sqlite3.Connection]) -> str:
+    def _generation(self, req: dict[str, Any], conns: dict[int, Conn]) -> str:
         if req["scope"] == "events":
             shard = self.shardset.shard_for(req["sessionId"])
             return self._session_generation(shard, conns[shard.index], req["sessionId"])
@@ -141,12 +164,25 @@ class QueryService(SessionReads):
 
     # -- the search flow: prepare → resolve cursor → scatter → merge → page --
 
+    @contextmanager
+    def _connections(self, shards: list[Shard],
+                     snap: Snapshot | None) -> Iterator[dict[int, Conn]]:
+        """The connections a request reads: its snapshot's (one request at a time), or a pooled
+        reader per shard."""
+        if snap is not None:
+            with snap.lock:
+                yield snap.conns
+            return
+        with ExitStack() as stack:
+            yield {s.index: stack.enter_context(s.reader()) for s in shards}
+
     def _run(self, req: dict[str, Any], now_ms: int) -> tuple[list[Candidate], str | None, Any]:
         scope: Scope = req["scope"]
         shards = ([self.shardset.shard_for(req["sessionId"])] if scope == "events"
                   else list(self.shardset))
         snap: Snapshot | None = None
         offset = 0
+        state = None
         if req["cursor"] is not None:
             state = decode_cursor(self.shardset.key, req["cursor"], instance=self.instance,
                                   scope=scope, fingerprint=req["fingerprint"])
@@ -156,31 +192,34 @@ class QueryService(SessionReads):
                 if snap is None:
                     raise query_error(STALE_CURSOR, "the snapshot behind this cursor expired",
                                       hint="retry the complete search")
-            conns = snap.conns if snap else {s.index: s.conn for s in shards}
-            require_generation(state, snap.generation if snap else self._generation(req, conns))
-        else:
-            if req["consistency"] == "snapshot":
-                snap = self.snapshots.pin(shards)
-            conns = snap.conns if snap else {s.index: s.conn for s in shards}
-        generation = self._generation(req, conns)
-        if snap is not None and not snap.generation:
-            snap.generation = generation
-        session_header = None
-        if scope == "events":
-            session_header = self._header_on(conns[shards[0].index], req["sessionId"])
-        plan = {"scope": scope, "sessionId": req["sessionId"], "query": req["query"],
-                "sessionFilters": req["sessionFilters"], "eventFilters": req["eventFilters"],
-                "liveSince": now_ms - self.config.live_window_ms, "index": req["index"],
-                "snippetChars": self.config.snippet_chars, "fetch": offset + req["limit"] + 1}
-        plan["snippets"] = False  # made below for the page's rows only
-        results = self._scatter([(conns[s.index], plan) for s in shards], search_shard)
-        rows = merge_page(results, scope, offset, req["limit"])
-        page = rows[:req["limit"]]
-        by_shard: dict[int, list[Candidate]] = {}
-        for c in page:
-            by_shard.setdefault(self.shardset.shard_for(c["sessionId"]).index, []).append(c)
-        for index, found in by_shard.items():
-            attach_snippets(conns[index], plan, found)
+        elif req["consistency"] == "snapshot":
+            snap = self.snapshots.pin(shards)
+        with self._connections(shards, snap) as conns:
+            if state is not None:
+                require_generation(state, snap.generation if snap else self._generation(req, conns))
+            generation = self._generation(req, conns)
+            if snap is not None and not snap.generation:
+                snap.generation = generation
+            session_header = None
+            if scope == "events":
+                session_header = self._header_on(conns[shards[0].index], req["sessionId"])
+            plan = {"scope": scope, "sessionId": req["sessionId"], "query": req["query"],
+                    "sessionFilters": req["sessionFilters"], "eventFilters": req["eventFilters"],
+                    "liveSince": now_ms - self.config.live_window_ms, "index": req["index"],
+                    "snippetChars": self.config.snippet_chars, "fetch": offset + req["limit"] + 1}
+            plan["snippets"] = False  # made below for the page's rows only
+            epochs = {s.index: s.epoch for s in shards}
+            results = self._search([conns[s.index] for s in shards],
+                                   [s.epoch for s in shards], plan)
+            rows = merge_page(results, scope, offset, req["limit"])
+            page = rows[:req["limit"]]
+            by_shard: dict[int, list[Candidate]] = {}
+            for c in page:
+                by_shard.setdefault(self.shardset.shard_for(c["sessionId"]).index, []).append(c)
+            make_snippets([(conns[i], epochs[i], found) for i, found in by_shard.items()], plan)
+            if scope == "sessions":
+                for index, found in by_shard.items():
+                    attach_headers(conns[index], found)
         next_cursor = None
         if len(rows) > req["limit"]:
             next_cursor = encode_cursor(
@@ -191,15 +230,30 @@ class QueryService(SessionReads):
             self.snapshots.release(snap.id)
         return page, next_cursor, session_header
 
-    def _scatter(self, calls: list[tuple[sqlite3.Connection, dict[str, Any]]],
-                 fn: Callable[[sqlite3.Connection, dict[str, Any]], list[Candidate]]
-                 ) -> list[list[Candidate]]:
+    def _search(self, conns: list[Conn], epochs: list[str],
+                plan: dict[str, Any]) -> list[list[Candidate]]:
+        """Each shard's top candidates (or, token searches across sessions, the top of all
+        shards at once: floor passes on every shard, then one bounded join; search.py)."""
+        if plan["index"] == "token" and plan["scope"] == "sessions":
+            phrase = fts_phrase(plan["query"])
+            size = floor_size(plan)
+            for _ in range(2):
+                floors = self._scatter([(c, size, phrase) for c in conns], _floor)
+                found = bounded_top(conns, floors, plan)
+                if found is not None:
+                    return [found]
+                size *= searching.GROWTH  # (read at run time: tests shrink it)
+        return self._scatter([(c, e, plan) for c, e in zip(conns, epochs, strict=True)],
+                             search_shard)
+
+    def _scatter(self, calls: list[tuple[Any, ...]],
+                 fn: Callable[..., _T]) -> list[_T]:
         """`fn` over each shard's connection; results (or the first error) in shard order.
 
         The first shard runs here; if it was quick (a selective query) so are the others, and
         they run here too, since handing them to threads would cost more than it saves. Else
         the rest run in SEARCH_LANES interleaved lanes: this thread takes one, a small pool the
-        others (sqlite3 releases the GIL while a statement runs). Each connection is in exactly
+        others (APSW releases the GIL while a statement runs). Each connection is in exactly
         one lane and all lanes finish before this returns, also on error, so no connection is
         ever used by two threads at once."""
         if not calls:
@@ -209,7 +263,7 @@ class QueryService(SessionReads):
         rest = calls[1:]
         lanes = min(SEARCH_LANES, len(rest))
         if lanes <= 1 or time.perf_counter() - started < PARALLEL_AFTER_S:
-            return [first, *(fn(conn, plan) for conn, plan in rest)]
+            return [first, *(fn(*call) for call in rest)]
         with self._pool_lock:
             if self._pool is None:
                 self._pool = ThreadPoolExecutor(max_workers=SEARCH_LANES - 1,

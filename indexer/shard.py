@@ -1,31 +1,34 @@
-"""Storage and read side: one SQLite shard file — open (owner-only, WAL), verify, meta, tracking."""
+"""Storage and read side: one SQLite shard file — open (owner-only, WAL), verify, meta, readers.
+
+A shard has one writer connection (used under its ShardSet's write lock) and a pool of reader
+connections, one per thread reading at that moment: an APSW connection refuses a second thread
+while a statement runs, and separate readers see only committed transactions (WAL snapshots).
+"""
 
 from __future__ import annotations
 
 import os
 import secrets
-import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from indexer.errors import INDEX_FAILED, INVALID_CONFIG, query_error
-from indexer.schema import APPLICATION_ID, DDL, SCHEMA_VERSION
+import apsw
+
+from indexer.database import Conn, connect
+from indexer.errors import INDEX_FAILED, INVALID_CONFIG, IndexOutdated, query_error
+from indexer.schema import APPLICATION_ID, DDL, PAGE_SIZE, SCHEMA_VERSION
 
 
 @dataclass(frozen=True, slots=True)
 class ShardMeta:
-    """What a shard says about itself: generation counter, epoch id, substring mode."""
+    """What a shard says about itself: generation counter, epoch id, substring coverage."""
 
     generation: int
     epoch: str
     substring: bool
-
-
-def _connect(path: Path) -> sqlite3.Connection:
-    # Autocommit mode: every transaction is an explicit BEGIN…COMMIT we can see in the code.
-    conn = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA busy_timeout = 5000")
-    return conn
 
 
 def _create_file(path: Path) -> None:
@@ -34,29 +37,42 @@ def _create_file(path: Path) -> None:
 
 
 class Shard:
-    """One shard file. `conn` is the writer and default reader; pinned snapshots open their own."""
+    """One shard file: `writer` (under the ShardSet's write lock) and `reader()` connections."""
 
     def __init__(self, path: Path, index: int, shard_count: int, *, substring: bool) -> None:
         self.path = path
         self.index = index
+        self._idle: list[Conn] = []
+        self._pool_lock = threading.Lock()
+        self._closed = False
         # A file a crash left empty (created, never initialized) is as good as absent.
         fresh = not path.exists() or path.stat().st_size == 0
         try:
             if fresh and not path.exists():
                 _create_file(path)
             os.chmod(path, 0o600)
-            self.conn = _connect(path)
+            self.writer = connect(path)
+        except (apsw.Error, OSError) as exc:
+            raise query_error(INDEX_FAILED, f"cannot open shard {path.name}: {exc}") from exc
+        try:
             if fresh:
                 self._initialize(index, shard_count, substring)
             self._verify(index, shard_count)
-            self.conn.execute("PRAGMA journal_mode = WAL")
-            self.conn.execute("PRAGMA synchronous = NORMAL")
-        except sqlite3.Error as exc:
+            self.writer.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL")
+            meta = self.meta(self.writer)
+        except apsw.Error as exc:
+            self.writer.close()
             raise query_error(INDEX_FAILED, f"cannot open shard {path.name}: {exc}") from exc
-        self.substring = self.meta().substring
+        except BaseException:
+            self.writer.close()
+            raise
+        self.epoch = meta.epoch
+        self.substring = meta.substring
 
     def _initialize(self, index: int, shard_count: int, substring: bool) -> None:
-        c = self.conn
+        c = self.writer
+        # Blocks of ~1 KB and FTS5 leaves of ~4 KB pack better into 8 KB pages than into 4 KB.
+        c.execute(f"PRAGMA page_size = {PAGE_SIZE}")
         c.execute("BEGIN IMMEDIATE")
         try:
             for statement in DDL:
@@ -74,32 +90,67 @@ class Shard:
             raise
 
     def _verify(self, index: int, shard_count: int) -> None:
-        app_id = self.conn.execute("PRAGMA application_id").fetchone()[0]
-        version = self.conn.execute("PRAGMA user_version").fetchone()[0]
+        app_id = self.writer.execute("PRAGMA application_id").fetchone()[0]
+        version = self.writer.execute("PRAGMA user_version").fetchone()[0]
         if app_id != APPLICATION_ID:
             raise query_error(INDEX_FAILED, f"{self.path.name} is not a session-recall shard "
                               f"(application id {app_id:#x})")
-        if version != SCHEMA_VERSION:
+        if version < SCHEMA_VERSION:
+            raise IndexOutdated(f"{self.path.name} has schema version {version}; this build "
+                                f"writes {SCHEMA_VERSION}")
+        if version > SCHEMA_VERSION:
             raise query_error(INDEX_FAILED, f"{self.path.name} has schema version {version}; "
-                              f"this build reads {SCHEMA_VERSION}", hint="rebuild the index")
-        stored = dict(self.conn.execute(
+                              f"this build reads {SCHEMA_VERSION}",
+                              hint="use the newer session-recall that wrote it")
+        stored = dict(self.writer.execute(
             "SELECT key, value FROM meta WHERE key IN ('shard_index', 'shard_count')").fetchall())
         if stored != {"shard_index": str(index), "shard_count": str(shard_count)}:
             raise query_error(INVALID_CONFIG, f"{self.path.name} belongs to a {stored.get('shard_count')}"
                               f"-shard index, not {shard_count}", hint="open with the same shard count")
 
-    def meta(self, conn: sqlite3.Connection | None = None) -> ShardMeta:
-        rows = dict((conn or self.conn).execute("SELECT key, value FROM meta").fetchall())
+    def meta(self, conn: Conn | None = None) -> ShardMeta:
+        """The shard's meta row as `conn` (default: a pooled reader) sees it."""
+        if conn is None:
+            with self.reader() as reader:
+                return self.meta(reader)
+        rows = dict(conn.execute("SELECT key, value FROM meta").fetchall())
         return ShardMeta(int(rows["generation"]), str(rows["epoch"]), rows["substring"] == "1")
 
-    def open_reader(self) -> sqlite3.Connection:
+    @contextmanager
+    def reader(self) -> Iterator[Conn]:
+        """A reader connection for this thread's use until the block ends."""
+        with self._pool_lock:
+            if self._closed:
+                raise query_error(INDEX_FAILED, f"shard {self.path.name} is closed")
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = self.open_reader()
+        try:
+            yield conn
+        finally:
+            with self._pool_lock:
+                if self._closed:
+                    conn.close()
+                else:
+                    self._idle.append(conn)
+
+    def open_reader(self) -> Conn:
         """A separate connection whose read transaction can be pinned (WAL snapshot)."""
-        conn = _connect(self.path)
-        conn.execute("PRAGMA query_only = 1")
+        try:
+            conn = connect(self.path)
+            conn.execute("PRAGMA query_only = 1")
+        except apsw.Error as exc:
+            raise query_error(INDEX_FAILED, f"cannot read shard {self.path.name}: {exc}") from exc
         return conn
 
     def tracking(self) -> dict[str, int]:
-        return {str(s): int(p) for s, p in self.conn.execute("SELECT source, position FROM tracking")}
+        with self.reader() as conn:
+            return {str(s): int(p) for s, p in conn.execute("SELECT source, position FROM tracking")}
 
     def close(self) -> None:
-        self.conn.close()
+        with self._pool_lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
+        self.writer.close()

@@ -4,17 +4,30 @@ from __future__ import annotations
 
 import os
 import secrets
-import sqlite3
-from collections.abc import Iterator, Mapping, Sequence
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import TracebackType
 
+import apsw
+
 from indexer.config import IndexConfig
-from indexer.errors import INDEX_FAILED, query_error
+from indexer.errors import INDEX_FAILED, IndexOutdated, query_error
+from indexer.pipeline import WriterThread
 from indexer.routing import shard_file_name, shard_of
 from indexer.shard import Shard
-from indexer.writer import apply_positions, apply_records, bump_generation
+from indexer.writer import (
+    ShardWriter,
+    apply_positions,
+    apply_records,
+    build_trigram,
+    bump_generation,
+)
 from projections.records import IndexRecord
+
+#: `progress(shard index, done, total)` of a long index operation.
+Progress = Callable[[int, int, int], None]
 
 KEY_FILE = "cursor.key"
 #: Tracking sources of one session's store position, e.g. `store:<sid>`.
@@ -37,9 +50,15 @@ class ShardSet:
     """The shards of one index root. Writes: `write_batch`; reads go through QueryService."""
 
     def __init__(self, root: str | os.PathLike[str], config: IndexConfig | None = None, *,
-                 key_dir: str | os.PathLike[str] | None = None) -> None:
+                 key_dir: str | os.PathLike[str] | None = None,
+                 reset_outdated: bool = False) -> None:
         """`key_dir` holds the cursor-signing key (default: `root`). Generations of one index
-        share it, so a cursor from a replaced generation is STALE rather than INVALID."""
+        share it, so a cursor from a replaced generation is STALE rather than INVALID.
+
+        A shard of an older schema version raises IndexOutdated (the embedded runtime rebuilds a
+        new generation from its store); with `reset_outdated` such shard files are deleted and
+        start empty instead — for owners whose source can be replayed into them (a Kafka index
+        worker re-reads its partitions from the compacted documents topic)."""
         self.config = config or IndexConfig()
         self.root = Path(root)
         try:
@@ -49,10 +68,25 @@ class ShardSet:
         except OSError as exc:
             raise query_error(INDEX_FAILED, f"cannot open index root {self.root}: {exc}") from exc
         self.shards: list[Shard] = []
+        self._writers: list[ShardWriter] = []
+        #: One writer at a time per index (a batch spans shards; the rebuild of substring
+        #: coverage writes too); readers never take it.
+        self._write_lock = threading.RLock()
+        self._pipeline: WriterThread | None = None
         try:
             for i in range(self.config.shards):
-                self.shards.append(Shard(self.root / shard_file_name(i), i, self.config.shards,
-                                         substring=self.config.substring))
+                path = self.root / shard_file_name(i)
+                try:
+                    shard = Shard(path, i, self.config.shards, substring=self.config.substring)
+                except IndexOutdated:
+                    if not reset_outdated:
+                        raise
+                    for suffix in ("", "-wal", "-shm"):
+                        Path(str(path) + suffix).unlink(missing_ok=True)
+                    shard = Shard(path, i, self.config.shards, substring=self.config.substring)
+                self.shards.append(shard)
+                self._writers.append(ShardWriter(shard.writer, shard.epoch,
+                                                 substring=shard.substring))
         except BaseException:
             self.close()
             raise
@@ -86,29 +120,91 @@ class ShardSet:
         for source, position in positions.items():
             for shard in self._position_shards(source):
                 pos_by_shard.setdefault(shard.index, {})[source] = position
+        pipeline = self._pipeline
+        if pipeline is not None and not pipeline.is_current():
+            pipeline.drain()  # keep submission order: what was queued goes first
+        with self._write_lock:
+            return self._write(by_shard, pos_by_shard)
+
+    def submit(self, records: Sequence[IndexRecord], positions: Mapping[str, int]) -> None:
+        """`write_batch`, on the writer thread if a `pipeline()` is open (errors surface at a
+        later call or when the pipeline closes), else right here."""
+        if self._pipeline is not None:
+            self._pipeline.submit(records, positions)
+        else:
+            self.write_batch(records, positions)
+
+    @contextmanager
+    def pipeline(self) -> Iterator[None]:
+        """Within the block, `submit` hands batches to a writer thread (indexer/pipeline.py);
+        leaving it waits until all are written and raises the first error."""
+        if self._pipeline is not None:
+            yield  # already open (nested use): the outer block drains it
+            return
+        self._pipeline = WriterThread(self.write_batch)
+        try:
+            yield
+        except BaseException:
+            pipeline, self._pipeline = self._pipeline, None
+            with suppress(BaseException):  # the block's own error is the one to report
+                pipeline.close()
+            raise
+        pipeline, self._pipeline = self._pipeline, None
+        pipeline.close()
+
+    def _write(self, by_shard: dict[int, list[IndexRecord]],
+               pos_by_shard: dict[int, dict[str, int]]) -> bool:
         begun: list[Shard] = []
         changed_any = False
         try:
             for shard in self.shards:
                 if shard.index not in by_shard and shard.index not in pos_by_shard:
                     continue
-                shard.conn.execute("BEGIN IMMEDIATE")
+                shard.writer.execute("BEGIN IMMEDIATE")
                 begun.append(shard)
-                changed = apply_records(shard.conn, by_shard.get(shard.index, []),
-                                        substring=shard.substring)
-                apply_positions(shard.conn, pos_by_shard.get(shard.index, {}))
+                writer = self._writers[shard.index]
+                changed = apply_records(writer, by_shard.get(shard.index, []))
+                apply_positions(shard.writer, pos_by_shard.get(shard.index, {}))
                 if changed:
-                    bump_generation(shard.conn)
+                    bump_generation(shard.writer)
                 changed_any = changed_any or changed
         except BaseException as exc:
             for shard in begun:
-                shard.conn.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error):
+                shard.writer.execute("ROLLBACK")
+                self._writers[shard.index].reset()
+            if isinstance(exc, apsw.Error):
                 raise query_error(INDEX_FAILED, f"write failed: {exc}") from exc
             raise
         for shard in begun:
-            shard.conn.execute("COMMIT")
+            shard.writer.execute("COMMIT")
         return changed_any
+
+    @contextmanager
+    def writing(self) -> Iterator[None]:
+        """Hold the write lock: the block may use every shard's `writer` connection."""
+        with self._write_lock:
+            yield
+
+    def has_substring(self) -> bool:
+        """Whether every shard's trigram index covers all documents (not only CJK ones)."""
+        return all(w.substring for w in self._writers)
+
+    def ensure_substring(self, progress: Progress | None = None) -> int:
+        """Extend the trigram index to every document of every shard (once; later writes keep
+        it complete). Returns the number of documents added; `progress(shard, done, total)`."""
+        added = 0
+        with self._write_lock:
+            for shard, writer in zip(self.shards, self._writers, strict=True):
+                if writer.substring:
+                    continue
+                report = None if progress is None else (
+                    lambda done, total, k=shard.index: progress(k, done, total))
+                try:
+                    added += build_trigram(writer, report)
+                except apsw.Error as exc:
+                    raise query_error(INDEX_FAILED, f"substring index build failed: {exc}") from exc
+                shard.substring = True
+        return added
 
     def tracking_position(self, source: str) -> int | None:
         """Where to resume `source`: the minimum over its shards, None if any lacks it."""
@@ -118,12 +214,22 @@ class ShardSet:
         return min(v for v in values if v is not None)
 
     def generation_vector(self) -> str:
-        return ",".join(f"{m.epoch}:{m.generation}" for m in (s.meta() for s in self.shards))
+        parts = []
+        for shard in self.shards:
+            with shard.reader() as conn:
+                meta = shard.meta(conn)
+            parts.append(f"{meta.epoch}:{meta.generation}")
+        return ",".join(parts)
 
     def close(self) -> None:
-        for shard in self.shards:
-            shard.close()
-        self.shards = []
+        if self._pipeline is not None:
+            pipeline, self._pipeline = self._pipeline, None
+            pipeline.close()
+        with self._write_lock:
+            for shard in self.shards:
+                shard.close()
+            self.shards = []
+            self._writers = []
 
     def __enter__(self) -> ShardSet:
         return self

@@ -10,22 +10,25 @@ in number (the oldest is released first).
 from __future__ import annotations
 
 import secrets
-import sqlite3
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
+from indexer.database import Conn
 from indexer.shard import Shard
 
 
 @dataclass(slots=True)
 class Snapshot:
-    """Pinned connections by shard index, and when the pin was taken."""
+    """Pinned connections by shard index, and when the pin was taken. `lock` is held while a
+    request reads them (a connection serves one thread at a time)."""
 
     id: str
-    conns: dict[int, sqlite3.Connection]
+    conns: dict[int, Conn]
     created: float
     generation: str = field(default="")
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 class SnapshotRegistry:
@@ -42,7 +45,7 @@ class SnapshotRegistry:
         self.expire()
         while len(self._live) >= self.max_count:
             self.release(next(iter(self._live)))
-        conns: dict[int, sqlite3.Connection] = {}
+        conns: dict[int, Conn] = {}
         for shard in shards:
             conn = shard.open_reader()
             conn.execute("BEGIN")
@@ -65,8 +68,9 @@ class SnapshotRegistry:
     def release(self, snapshot_id: str) -> None:
         snap = self._live.pop(snapshot_id, None)
         if snap is not None:
-            for conn in snap.conns.values():
-                conn.close()
+            with snap.lock:
+                for conn in snap.conns.values():
+                    conn.close()
 
     def __len__(self) -> int:
         return len(self._live)

@@ -1,9 +1,19 @@
-"""Storage and read side: hit snippets (SPEC 3.7 `makeSnippet`) and substring highlighting."""
+"""Storage and read side: hit snippets (SPEC 3.7 `makeSnippet`) and the marked texts behind them.
+
+Shards keep no document text (contentless FTS5), so a token hit's marked text is made again: the
+page's texts go into a private in-memory FTS5 table with the shard's tokenizer and FTS5's own
+highlight() marks them — the same function over the same text and query as before, hence the
+same spans. Substring hits are marked in Python (`substring_spans`).
+"""
 
 from __future__ import annotations
 
 import re
+import threading
+from collections.abc import Mapping
 
+from indexer.database import Conn, memory
+from indexer.schema import TOKENIZER
 from projections.extraction import HIGHLIGHT_CLOSE, HIGHLIGHT_OPEN
 
 ELLIPSIS = "…"
@@ -77,3 +87,30 @@ def mark_spans(text: str, spans: list[tuple[int, int]]) -> str:
         last = b
     out.append(text[last:])
     return "".join(out)
+
+
+_local = threading.local()
+
+
+def _highlighter() -> Conn:
+    conn: Conn | None = getattr(_local, "conn", None)
+    if conn is None:
+        conn = _local.conn = memory()
+        conn.execute(f"CREATE VIRTUAL TABLE page USING fts5(text, tokenize='{TOKENIZER}')")
+    return conn
+
+
+def highlight_texts(phrase: str, texts: Mapping[int, str]) -> dict[int, str]:
+    """id → the whole text with U+FDD0/U+FDD1 around each span FTS5 highlights for the MATCH
+    expression `phrase` (SPEC 3.7's input). Texts that do not match are left out."""
+    if not texts:
+        return {}
+    conn = _highlighter()  # one per thread: an APSW connection serves one thread at a time
+    conn.execute("BEGIN")
+    try:
+        conn.executemany("INSERT INTO page(rowid, text) VALUES (?, ?)", list(texts.items()))
+        rows = conn.execute("SELECT rowid, highlight(page, 0, ?, ?) FROM page WHERE page MATCH ?",
+                            (HIGHLIGHT_OPEN, HIGHLIGHT_CLOSE, phrase)).fetchall()
+    finally:
+        conn.execute("ROLLBACK")
+    return {int(r): str(h) for r, h in rows}

@@ -125,6 +125,10 @@ class SessionHeader(BaseModel):
     delegation_depth: StrictInt | None = Field(default=None, alias="delegationDepth", ge=0,
                                                le=MAX_SAFE_INTEGER)
     agent_preset: str | None = Field(default=None, alias="agentPreset")
+    #: Ours (not in DSH): who writes this log. `"recall"` for sessions created through recall's
+    #: own API (recall appends to them: references, `recall append`); absent for every other
+    #: log (an agent's file, an external producer): recall never appends to those (SPEC 4.7).
+    writer: Literal["recall"] | None = None
 
     @field_validator("cwd")
     @classmethod
@@ -167,10 +171,12 @@ class Event(BaseModel):
 
 
 def header_key_fields(header: Mapping[str, Any]) -> tuple[Any, ...]:
-    """The fields two observations of one id must agree on (SPEC 1.1); absent depth counts as 0."""
+    """The fields two observations of one id must agree on (SPEC 1.1); absent depth counts as 0.
+    Ours: `writer` too, so a log someone else writes can never join a session recall writes (or
+    the reverse): two writers of one session are a header conflict."""
     return (header.get("version"), header.get("id"), header.get("createdAt"), header.get("cwd"),
             header.get("parentSession"), header.get("seedLength"),
-            header.get("delegationDepth") or 0)
+            header.get("delegationDepth") or 0, header.get("writer"))
 
 
 def _rejection_from(exc: ValidationError, what: str) -> InputRejected:

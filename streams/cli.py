@@ -35,6 +35,7 @@ from projections.errors import (
 )
 from streams.errorlog import as_recall_error
 from streams.facade import Recall
+from streams.importers import FORMAT_NAMES
 from streams.settings import Settings, load_settings
 from streams.textsafe import encodable, visible
 
@@ -193,12 +194,12 @@ def main(ctx: click.Context, data_dir: Path | None, broker: str | None) -> None:
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(exists=True, path_type=Path))
 @click.option("--format", "fmt", default="auto",
-              type=click.Choice(["auto", "dsh", "claude-code", "codex"]),
+              type=click.Choice(["auto", "dsh", *FORMAT_NAMES]),
               help="Source format; auto detects per file.")
 @json_option
 @click.pass_context
 def ingest(ctx: click.Context, paths: Sequence[Path], fmt: str, as_json: bool) -> None:
-    """Ingest session logs (files or directories; native JSONL/zstd, Claude Code, Codex)."""
+    """Ingest session logs (files or directories): native JSONL/zstd, or any supported agent's."""
     with open_recall(ctx) as recall:
         if console.is_terminal and not as_json:
             with Progress(TextColumn("ingesting"), BarColumn(), MofNCompleteColumn(),
@@ -665,6 +666,10 @@ def reference(ctx: click.Context, target: str, message: str, sources: Sequence[s
     say(f"message: {visible(result['content'][0].get('text', ''), keep_newlines=True)}")
     if "appended" in result:
         say(f"appended to {visible(target)} at seqs {result['appended']}")
+    elif not dry_run:
+        say(("not appended: ", "yellow"), visible(target), " is written by an outside source; "
+            "deliver the two messages above through it (recall appends only to sessions it "
+            "writes)")
 
 
 @main.command()
@@ -714,9 +719,12 @@ def demo(as_json: bool, keep: Path | None) -> None:
 @click.option("--search-timeout-ms", type=click.IntRange(min=1, max=2_147_483_647),
               default=30_000, envvar="RECALL_MCP_SEARCH_TIMEOUT_MS",
               help="Deadline of one search call.")
+@click.option("--session-from-hooks", is_flag=True,
+              help="Without --session: the session a `recall hook` reported last for this "
+                   "workspace (--cwd, else the working directory).")
 @click.pass_context
 def mcp(ctx: click.Context, http: str | None, session_id: str | None, cwd: str | None,
-        max_search_results: int, search_timeout_ms: int) -> None:
+        max_search_results: int, search_timeout_ms: int, session_from_hooks: bool) -> None:
     """Serve the session tools to an agent host over MCP (stdio, or --http HOST:PORT)."""
     from streams.mcp.server import ServerOptions, normalize_cwd, parse_http, serve
 
@@ -727,10 +735,26 @@ def mcp(ctx: click.Context, http: str | None, session_id: str | None, cwd: str |
             raise click.BadParameter(str(exc), param_hint="--http") from exc
     options = ServerOptions(session_id=session_id or None, cwd=normalize_cwd(cwd),
                             max_search_results=max_search_results,
-                            search_timeout_ms=search_timeout_ms)
+                            search_timeout_ms=search_timeout_ms,
+                            session_from_hooks=session_from_hooks,
+                            data_dir=Path(ctx.obj.data_dir))
     settings: Settings = ctx.obj
     with open_recall(ctx) as recall:
         serve(recall, options, http=http, data_dir=Path(settings.data_dir))
+
+
+# --- commands kept in their own modules (they use the helpers above) ---------------------------
+
+def _register() -> None:
+    from streams import livecli, ownedcli
+
+    main.add_command(ownedcli.create)
+    main.add_command(ownedcli.append)
+    main.add_command(livecli.watch)
+    main.add_command(livecli.hook)
+
+
+_register()
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -18,15 +18,15 @@ and `reindex` (= `replay` here) rebuilds from the store and moves the damaged fi
 from __future__ import annotations
 
 import os
-import sqlite3
+import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from indexer import IndexConfig, ShardSet
+from indexer import IndexConfig, ShardSet, database
 from indexer.digest import index_digest
-from indexer.errors import INDEX_FAILED
+from indexer.errors import INDEX_FAILED, IndexOutdated
 from indexer.maintenance import check_generation
 from indexer.routing import shard_file_name
 from projections.errors import ConfigError, IndexDamaged, RecallError, SessionQueryError
@@ -57,7 +57,7 @@ def open_data_dir(path: Path) -> Path:
 
 def _is_damage(exc: BaseException) -> bool:
     """Errors that mean the shard files are unusable (not a wrong setting, not a bug)."""
-    if isinstance(exc, sqlite3.DatabaseError):
+    if isinstance(exc, database.Error):
         return True
     return isinstance(exc, SessionQueryError) and exc.code == INDEX_FAILED
 
@@ -139,7 +139,10 @@ class EmbeddedRuntime:
             self.damage = None
         except IndexDamaged as exc:
             self.damage = exc
-        except (SessionQueryError, sqlite3.DatabaseError) as exc:
+        except IndexOutdated as exc:  # written by an older version: rebuild, never refuse
+            self._shards, self._shards_path = self._migrate(exc)
+            self.damage = None
+        except (SessionQueryError, database.Error) as exc:
             if not _is_damage(exc):
                 raise
             self.damage = IndexDamaged("the live index cannot be opened: "
@@ -179,7 +182,8 @@ class EmbeddedRuntime:
         with self.writing():
             self._require_index()
             self._mark_pending()
-            report = self.ingestor.ingest(paths, fmt=fmt, progress=progress)
+            with self.shards.pipeline():  # index writes overlap reading the next events
+                report = self.ingestor.ingest(paths, fmt=fmt, progress=progress)
             self._pending.unlink(missing_ok=True)
             return report
 
@@ -219,7 +223,7 @@ class EmbeddedRuntime:
             state, event_records = fold_records(session_id, before, events)
             records.extend(event_records)
             next_seq = state.next_seq
-        (shards or self.shards).write_batch(records, {store_position_key(session_id): next_seq})
+        (shards or self.shards).submit(records, {store_position_key(session_id): next_seq})
 
     def _mark_pending(self) -> None:
         with open_private(self._pending, "wb") as f:
@@ -235,21 +239,44 @@ class EmbeddedRuntime:
         with self.writing():
             target = shards or self.shards
             ids = self.store.session_ids()
-            indexed = 0
-            for done, session_id in enumerate(ids, start=1):
-                position = target.tracking_position(store_position_key(session_id)) or 0
-                header, events = self.store.read(session_id)
-                if position < len(events):
-                    state = SurfaceState()
-                    for event in events[:position]:
-                        state = apply(state, event)
-                    self._index_append(header, state, events[position:], shards=target)
-                    indexed += len(events) - position
-                if progress is not None:
-                    progress(done, len(ids))
+            with target.pipeline():
+                indexed = self._catch_up(target, ids, progress)
             if target is self._shards:
                 self._pending.unlink(missing_ok=True)
             return indexed
+
+    def _catch_up(self, target: ShardSet, ids: Sequence[str],
+                  progress: Callable[[int, int], None] | None) -> int:
+        indexed = 0
+        for done, session_id in enumerate(ids, start=1):
+            position = target.tracking_position(store_position_key(session_id)) or 0
+            header, events = self.store.read(session_id)
+            if position < len(events):
+                state = SurfaceState()
+                for event in events[:position]:
+                    state = apply(state, event)
+                self._index_append(header, state, events[position:], shards=target)
+                indexed += len(events) - position
+            if progress is not None:
+                progress(done, len(ids))
+        return indexed
+
+    def _migrate(self, reason: IndexOutdated) -> tuple[ShardSet, Path]:
+        """Rebuild an index an older version wrote (schema change) from the store, under the
+        writer lock, reporting progress on stderr, and make it the live generation."""
+        with self.lock.hold():
+            try:  # another process may have migrated while this one waited for the lock
+                live = self.generations.current()
+                return self._open_shards(live), live
+            except IndexOutdated:
+                pass
+            print(f"recall: {reason.message}; rebuilding the index from the store",
+                  file=sys.stderr)
+            path, indexed = self._build(_stderr_progress("rebuilding the index"))
+            self.generations.promote(path)
+            print(f"recall: index rebuilt ({indexed} events)", file=sys.stderr)
+            live = self.generations.current()
+            return self._open_shards(live), live
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         """Build a complete new index generation from the store beside the live one, then swap
@@ -286,7 +313,7 @@ class EmbeddedRuntime:
                     return path, self.catch_up(progress, shards=build)
                 finally:
                     build.close()
-            except (SessionQueryError, sqlite3.DatabaseError) as exc:
+            except (SessionQueryError, database.Error) as exc:
                 if attempt or not _is_damage(exc):
                     raise
                 self.generations.discard(path)
@@ -313,6 +340,18 @@ class EmbeddedRuntime:
                 "fix": None if not problems else
                 "recall reindex  (rebuilds the index from the store; damaged files are moved "
                 "aside, not deleted)"}
+
+
+def _stderr_progress(label: str) -> Callable[[int, int], None]:
+    """Progress lines on stderr, at most one per 10 % (and the last)."""
+    shown = [-1]
+
+    def report(done: int, total: int) -> None:
+        tenth = done * 10 // max(total, 1)
+        if tenth != shown[0] or done == total:
+            shown[0] = tenth
+            print(f"recall: {label}: {done}/{total} sessions", file=sys.stderr, flush=True)
+    return report
 
 
 def index_config(settings: Settings) -> IndexConfig:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
@@ -12,6 +13,7 @@ from projections.errors import SessionQueryError
 from streams.embedded import EmbeddedRuntime
 from streams.ingest import IngestReport
 from streams.operations import dispatch
+from streams.owned import SessionExists, new_header, require_writer, user_message
 from streams.reference import ReferenceService, number_events
 from streams.settings import Settings, load_settings
 
@@ -42,6 +44,13 @@ def importer_options() -> dict[str, Any]:
             "detect": getattr(importers, "detect_format", None)}
 
 
+def _index_build_progress(shard: int, done: int, total: int) -> None:
+    """Progress of an index build a request needs first (the substring index), on stderr."""
+    if done == total or done % 50_000 < 5_000:
+        print(f"recall: building the substring index: shard {shard}: {done}/{total} documents",
+              file=sys.stderr, flush=True)
+
+
 class EmbeddedBackend:
     """Operations over the embedded runtime, in-process."""
 
@@ -61,7 +70,7 @@ class EmbeddedBackend:
         if shards is None or not self._attached:
             return
         self._shards = shards
-        self._query = QueryService(self._shards)
+        self._query = QueryService(self._shards, progress=_index_build_progress)
         self._reference = ReferenceService(
             self._query, self._append, max_references=self.settings.max_references,
             max_reference_bytes=self.settings.max_reference_bytes,
@@ -111,8 +120,18 @@ class EmbeddedBackend:
             if stored is None:
                 raise SessionQueryError(f"session {session_id!r} not found",
                                         code="SESSION_QUERY_SESSION_NOT_FOUND")
+            require_writer(stored.header)  # the store's header is the authority, under the lock
             return self.runtime.append_events(stored.header,
                                               number_events(stored.state.next_seq, events))
+
+    def create_session(self, header: Mapping[str, Any]) -> dict[str, Any]:
+        """Store a new session recall writes: its header line, indexed at once."""
+        with self.runtime.writing():
+            if self.runtime.store.load(str(header["id"])) is not None:
+                raise SessionExists(f"session {header['id']!r} already exists")
+            self.runtime.append_events(header, [])
+        self._follow()
+        return dict(header)
 
     def call(self, op: str, args: Mapping[str, Any]) -> Any:
         return dispatch(self, op, args)
@@ -247,7 +266,10 @@ class Recall:
                           references: Sequence[Mapping[str, Any]] = (),
                           content: Sequence[Mapping[str, Any]] | None = None,
                           dry_run: bool = False, message_id: str | None = None) -> dict[str, Any]:
-        """`{content, additionalContext?, appended?}`: appends [context, readable] unless dry."""
+        """`{content, additionalContext?, messages, delivery, appended?}`: appends `[context,
+        readable]` to a target recall writes (`delivery: "appended"`); for any other target, or
+        a dry run, nothing is appended and `messages` are for the host to deliver
+        (`delivery: "returned"`)."""
         args: dict[str, Any] = {"targetSessionId": target_session_id,
                                 "references": [dict(r) for r in references], "dryRun": dry_run}
         if content is not None:
@@ -257,6 +279,29 @@ class Recall:
         if message_id is not None:
             args["messageId"] = message_id
         return dict(self.backend.call("prepare_reference", args))
+
+    # --- sessions recall writes (SPEC 4.7, ours) -------------------------------------------------
+
+    def create_session(self, session_id: str | None = None, *, cwd: str | None = None,
+                       parent_session: str | None = None, agent_preset: str | None = None,
+                       created_at: int | None = None) -> dict[str, Any]:
+        """Create a session that recall writes (header `"writer": "recall"`); returns its
+        header. References to it append `[context, readable]`; `append_events` adds to it."""
+        header = new_header(session_id, cwd=cwd, parent_session=parent_session,
+                            agent_preset=agent_preset, created_at=created_at)
+        return dict(self.backend.create_session(header))
+
+    def append_events(self, session_id: str,
+                      events: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """Append events (`type`, `data`, `surfaceOp`?, `time`?, …; recall numbers them) to a
+        session recall writes: `{sessionId, seqs}`; RECALL_NOT_WRITER for any other session."""
+        return dict(self.backend.call("append_events", {"sessionId": session_id,
+                                                        "events": [dict(e) for e in events]}))
+
+    def append_message(self, session_id: str, text: str, *,
+                       message_id: str | None = None) -> dict[str, Any]:
+        """Append a person's message (`user/message`, source user) to a session recall writes."""
+        return self.append_events(session_id, [user_message(text, message_id=message_id)])
 
     def list_candidates(self, target_session_id: str, query: str = "",
                         limit: int | None = None) -> list[dict[str, Any]]:

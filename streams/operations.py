@@ -64,6 +64,7 @@ OPERATIONS: dict[str, Callable[[Backend, Mapping[str, Any]], Any]] = {
     "index_generation": lambda b, a: {"generation": b.generation()},
     "prepare_reference": lambda b, a: b.reference().prepare(dict(a)),
     "list_candidates": lambda b, a: b.reference().candidates(dict(a)),
+    "append_events": lambda b, a: b.reference().append_events(dict(a)),
 }
 
 

@@ -1,5 +1,9 @@
 """Reference stage, runtime side: read sources at one captured seq, build the frozen snapshot and
-append `[context, readable]` to the target as two plain `user/message` appends (SPEC 4.7, our order).
+append `[context, readable]` to the target as two plain `user/message` appends (SPEC 4.7, our order)
+when recall writes the target; for a target someone else writes (an agent's file, an outside
+producer) the two messages are returned for that writer to deliver (`delivery: "returned"`).
+This service is shared by the embedded runtime and the Kafka query worker, so neither ever
+appends to a session it does not write.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from projections.snapshot import (
     validate_candidate_limit,
     validate_reference_config,
 )
+from streams.owned import appended_events, require_writer, writes
 
 #: Appends events to a session: (session id, events without seq/time) → their seqs.
 Appender = Callable[[str, Sequence[Mapping[str, Any]]], list[int]]
@@ -54,10 +59,17 @@ def rewrite_mentions(content: list[dict[str, Any]]) -> tuple[list[dict[str, Any]
     return out, found
 
 
+_ENVELOPE = ("type", "seq", "time", "data", "surfaceOp", "sourceEventSeqs", "ignorable")
+
+
 def number_events(base: int, events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Give appended events their seqs, continuing a log that holds `base` events."""
-    return [{"type": e["type"], "seq": base + i, "time": e["time"], "data": e["data"],
-             "surfaceOp": e["surfaceOp"]} for i, e in enumerate(events)]
+    """Give appended events their seqs, continuing a log that holds `base` events (envelope
+    keys in SPEC 1.2 order, so the stored line is the same whoever appended it)."""
+    out = []
+    for i, event in enumerate(events):
+        numbered = {**event, "seq": base + i}
+        out.append({k: numbered[k] for k in _ENVELOPE if k in numbered})
+    return out
 
 
 class ReferenceService:
@@ -74,8 +86,10 @@ class ReferenceService:
         self.clock = clock
 
     def prepare(self, args: Mapping[str, Any]) -> dict[str, Any]:
-        """`{content, additionalContext?, appended?}`; nothing is appended unless every source
-        was read and fits its budget (no partial context, ever)."""
+        """`{content, additionalContext?, messages, delivery, appended?}`; nothing is appended
+        unless every source was read and fits its budget (no partial context, ever), and only
+        to a target recall writes: otherwise `delivery` is `returned` and `messages` holds
+        `[context, readable]` for the target's own writer to deliver."""
         validate_reference_config(self.max_references, self.max_reference_bytes)
         target = args.get("targetSessionId")
         if not isinstance(target, str):
@@ -84,7 +98,7 @@ class ReferenceService:
         content, mentioned = rewrite_mentions(_text_content(args))
         explicit = args.get("references") or []
         references = normalize_references(target, [*explicit, *mentioned], self.max_references)
-        self._target_header(target)  # the target must exist before anything is read
+        header = self._target_header(target)  # the target must exist before anything is read
         result: dict[str, Any] = {"content": content}
         message_id = args.get("messageId") or f"msg-{uuid.uuid4()}"
         readable = {"id": message_id, "role": "user", "source": {"kind": "user"},
@@ -108,7 +122,9 @@ class ReferenceService:
             result["additionalContext"] = context
             messages.append(context)
         messages.append(readable)
-        if not args.get("dryRun"):
+        result["messages"] = messages
+        result["delivery"] = "returned"
+        if not args.get("dryRun") and writes(header):
             if self.append is None:
                 raise SessionReferenceError("this runtime cannot append to sessions",
                                             code="SESSION_REFERENCE_INVALID_CONFIG")
@@ -116,7 +132,25 @@ class ReferenceService:
             events = [{"type": "user/message", "time": now, "data": m, "surfaceOp": "append"}
                       for m in messages]
             result["appended"] = self.append(target, events)
+            result["delivery"] = "appended"
         return result
+
+    def append_events(self, args: Mapping[str, Any]) -> dict[str, Any]:
+        """`{sessionId, seqs}`: append events to a session recall writes (RECALL_NOT_WRITER for
+        any other); the appender numbers them after the log's last seq."""
+        target = args.get("sessionId")
+        events = args.get("events")
+        if not isinstance(target, str) or not isinstance(events, list):
+            raise SessionQueryError("append_events needs a sessionId and a list of events",
+                                    code="SESSION_QUERY_INVALID_FILTER")
+        require_writer(self._target_header(target))
+        prepared = appended_events(events, int(self.clock() * 1000))
+        if not prepared:
+            return {"sessionId": target, "seqs": []}
+        if self.append is None:
+            raise SessionReferenceError("this runtime cannot append to sessions",
+                                        code="SESSION_REFERENCE_INVALID_CONFIG")
+        return {"sessionId": target, "seqs": self.append(target, prepared)}
 
     def candidates(self, args: Mapping[str, Any]) -> list[dict[str, Any]]:
         """Sessions one may reference from `targetSessionId`: same cwd first, then cwd-less,

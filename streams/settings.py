@@ -33,8 +33,8 @@ class Settings(BaseSettings):
     broker_flavor: Literal["kafka", "tansu"] = "kafka"
     #: RECALL_TOPIC_PREFIX — topic names are <prefix>.events, <prefix>.documents, …
     topic_prefix: str = "recall"
-    #: RECALL_SUBSTRING — trigram-index every document (not only CJK) so `--substring` works;
-    #: fixed when the index is created, costs roughly 3x the token index.
+    #: RECALL_SUBSTRING — trigram-index every document (not only CJK) from the index's creation;
+    #: without it the first `--substring` search builds that (then keeps it). ~3x the token index.
     substring: bool = False
     #: RECALL_MAX_EVENT_BYTES — larger events (lines) are parked in the dead letters as bounded
     #: records (source, offset, length, digest); also the largest dead-letter record kept whole.
@@ -74,6 +74,9 @@ class Settings(BaseSettings):
     worker_id: str | None = None
     #: RECALL_HEARTBEAT_S — Kafka consumer-group heartbeat interval.
     heartbeat_s: float = Field(default=1.0, gt=0)
+    #: RECALL_WATCH_PATHS — what `recall watch` follows without PATH arguments (separated by
+    #: os.pathsep); unset: every supported agent's default log folders.
+    watch_paths: str | None = None
 
 
 def load_settings(**overrides: Any) -> Settings:

@@ -15,6 +15,9 @@ _INJECTED_PREFIXES: tuple[str, ...] = (
 #: Slash-command wrappers: the person typed them, but the text is harness framing.
 _COMMAND_PREFIXES: tuple[str, ...] = ("<command-", "<local-command-", "<bash-")
 _EXIT_CODE = re.compile(r"^(?:Error: )?Exit code (\d+)", re.MULTILINE)
+_COMMAND_NAME = re.compile(r"<command-name>(.*?)</command-name>", re.DOTALL)
+_COMMAND_ARGS = re.compile(r"<command-args>(.*?)</command-args>", re.DOTALL)
+_BASH_INPUT = re.compile(r"<bash-input>(.*?)</bash-input>", re.DOTALL)
 
 META_PLUGIN = "claude-code-meta"
 COMMAND_PLUGIN = "claude-code-command"
@@ -79,11 +82,32 @@ def error_code(block: dict[str, Any], tool_use_result: Any) -> str:
     return f"EXIT_{match.group(1)}" if match else "TOOL_ERROR"
 
 
+def _texts(blocks: list[Any]) -> list[str]:
+    return [str(b.get("text", "")).lstrip() for b in blocks
+            if isinstance(b, dict) and b.get("type") == "text"]
+
+
+def command_prompt(blocks: list[Any]) -> str | None:
+    """What the person typed when a record is a slash command with arguments
+    (`/orchestrator create a TODO app`) or a `!` shell command; None otherwise. Bare commands
+    (`/clear`, `/model`) and command output are harness traffic, not a prompt."""
+    text = "\n".join(_texts(blocks))
+    bash = _BASH_INPUT.search(text)
+    if bash and bash.group(1).strip():
+        return f"!{bash.group(1).strip()}"
+    name, args = _COMMAND_NAME.search(text), _COMMAND_ARGS.search(text)
+    if name and args and args.group(1).strip():
+        return f"{name.group(1).strip()} {args.group(1).strip()}"
+    return None
+
+
 def user_source(record: dict[str, Any], blocks: list[Any]) -> dict[str, Any]:
-    """`user` for the person's words; a plugin source for text the harness injected."""
-    texts = [str(b.get("text", "")).lstrip() for b in blocks
-             if isinstance(b, dict) and b.get("type") == "text"]
+    """`user` for the person's words (a slash command with arguments is one); a plugin source
+    for text the harness injected."""
+    texts = _texts(blocks)
     if texts and all(t.startswith(_COMMAND_PREFIXES) for t in texts) and not record.get("isMeta"):
+        if command_prompt(blocks) is not None:
+            return {"kind": "user"}
         return {"kind": "plugin", "plugin": COMMAND_PLUGIN}
     if record.get("isMeta") is True or (texts and all(t.startswith(_INJECTED_PREFIXES)
                                                       for t in texts)):

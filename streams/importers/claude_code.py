@@ -9,6 +9,7 @@ lines of one API message, tool results hanging off their tool_use line) are not 
 
 from __future__ import annotations
 
+from pathlib import PurePath
 from typing import Any
 
 from projections.errors import INGEST_SCHEMA_VIOLATION
@@ -16,6 +17,7 @@ from projections.logformat import Rejection, decompress
 from streams.importers.claude_blocks import (
     as_blocks,
     assistant_block,
+    command_prompt,
     error_code,
     result_content,
     user_block,
@@ -27,10 +29,13 @@ from streams.importers.common import (
     Emitter,
     ImportedSession,
     SourceLine,
+    feed_each,
     iso_ms,
     orphan_session,
     read_lines,
 )
+from streams.importers.registry import ImporterSpec, Location
+from streams.importers.sniffing import envelope_type, head_lines
 from streams.importers.turns import TurnClock
 
 TITLE_TYPES = {"custom-title": "customTitle", "ai-title": "aiTitle"}
@@ -49,7 +54,9 @@ class _SessionMapper(CompactionMixin):
         self.tip: str | None = None
         self.last_surface: int | None = None
         self.pending: Pending | None = None
-        self.titles: set[tuple[Any, Any]] = set()
+        self.titles: set[tuple[str, str]] = set()
+        #: leafUuid → summary text, for summaries written before their leaf record.
+        self.waiting_titles: dict[str, str] = {}
         self.model = "unknown"
         self.api_message: str | None = None
 
@@ -80,6 +87,9 @@ class _SessionMapper(CompactionMixin):
         if isinstance(uuid, str):
             self.anchor[uuid] = self.last_surface
             self.tip = uuid
+            waiting = self.waiting_titles.pop(uuid, None)
+            if waiting is not None:
+                self._title_from_summary(line, waiting, uuid)
 
     def _surface(self, line: SourceLine, kind: str, data: dict[str, Any],
                  fork: list[int]) -> int | None:
@@ -159,11 +169,16 @@ class _SessionMapper(CompactionMixin):
         if not blocks:
             return
         source = user_source(value, blocks)
+        content = [user_block(b) for b in blocks]
         if source["kind"] == "user":
             self.clock.prompt()
             self.api_message = None
+            self.em.open_step(line, self.clock, self.time)
+            typed = command_prompt(blocks)
+            if typed is not None:
+                content = [{"type": "text", "text": typed}]  # the wrapper stays in `raw`
         data = {"id": str(value.get("uuid", f"line-{line.number}")), "role": "user",
-                "source": source, "content": [user_block(b) for b in blocks]}
+                "source": source, "content": content}
         self._surface(line, "user/message", data, fork)
 
     def _tool_result(self, line: SourceLine, value: dict[str, Any], block: dict[str, Any],
@@ -191,6 +206,7 @@ class _SessionMapper(CompactionMixin):
         api_id = message.get("id") if isinstance(message.get("id"), str) else None
         first = self.clock.assistant(api_id)
         self.api_message = api_id
+        self.em.open_step(line, self.clock, self.time)
         if isinstance(message.get("model"), str) and message["model"] != "<synthetic>":
             self.model = message["model"]
         blocks = [assistant_block(b) for b in as_blocks(message.get("content"))]
@@ -215,19 +231,33 @@ class _SessionMapper(CompactionMixin):
     # --- titles ---------------------------------------------------------------------------
 
     def _summary(self, line: SourceLine, value: dict[str, Any]) -> None:
-        """A `summary` titles this session only when its leaf is a record already seen here;
-        most point at other files' leaves, and older builds repeat them (kept, not titled)."""
-        key = (value.get("summary"), value.get("leafUuid"))
-        fresh = key not in self.titles
-        self.titles.add(key)
-        if fresh and key[1] in self.anchor and isinstance(key[0], str):
-            self._log_only(line, "session/title", {"title": key[0], "leafUuid": key[1]})
+        """A `summary` is always kept as `claude-code/summary {summary, leafUuid}`; it titles
+        this session once its leaf (the last record of the conversation it names) is a record
+        of this session, whether the leaf came before it or comes later (Claude Code often
+        writes summaries at the top of a file). A leaf in another file names another session:
+        the index side resolves those (it holds every session's record uuids)."""
+        text, leaf = value.get("summary"), value.get("leafUuid")
+        named = isinstance(text, str) and bool(text.strip()) and isinstance(leaf, str)
+        self._log_only(line, f"{PREFIX}/summary",
+                       {"summary": text, "leafUuid": leaf} if named else {})
+        if not named:
+            return
+        assert isinstance(text, str) and isinstance(leaf, str)
+        if leaf in self.anchor:
+            self._title_from_summary(line, text, leaf)
         else:
-            self._log_only(line, f"{PREFIX}/summary", {"duplicate": not fresh})
+            self.waiting_titles[leaf] = text  # the latest summary of a leaf wins
+
+    def _title_from_summary(self, line: SourceLine, text: str, leaf: str) -> None:
+        if (text, leaf) in self.titles:
+            return  # older builds repeat their summaries
+        self.titles.add((text, leaf))
+        self.em.emit(line, "session/title", self.time,
+                     {"title": text, "leafUuid": leaf, "via": "summary"}, with_raw=False)
 
     def _title(self, line: SourceLine, value: dict[str, Any]) -> None:
         title = value.get(TITLE_TYPES[value["type"]], value.get("title"))
-        if isinstance(title, str):
+        if isinstance(title, str) and title.strip():
             self._log_only(line, "session/title", {"title": title, "via": value["type"]})
         else:
             self._log_only(line, f"{PREFIX}/{value['type']}", {})
@@ -263,8 +293,7 @@ def import_claude_code(data: bytes, source_name: str) -> list[ImportedSession]:
 
 def _map_route(r: Route, header: dict[str, Any]) -> ImportedSession:
     mapper = _SessionMapper(int(header["createdAt"]))
-    for line in r.lines:
-        mapper.feed(line)
+    feed_each(r.lines, mapper.feed, mapper.em, f"{PREFIX}/unmapped")
     return ImportedSession(header, mapper.em.events, mapper.em.rejections)
 
 
@@ -278,3 +307,37 @@ def _attach(sessions: list[ImportedSession], unreadable: list[Rejection],
     first = sessions[0]
     merged = sorted([*first.rejections, *unreadable], key=lambda r: r.line)
     return [ImportedSession(first.header, first.events, merged), *sessions[1:]]
+
+
+# --- registry entry ---------------------------------------------------------------------------
+
+_CLAUDE_TYPES = frozenset({"user", "assistant", "system", "summary", "file-history-snapshot",
+                           "queue-operation", "progress", "custom-title", "ai-title",
+                           "attachment", "pr-link", "agent-name", "last-prompt",
+                           "permission-mode", "saved_hook_context"})
+
+
+def sniff(path: PurePath, head: bytes) -> bool:
+    """Claude Code records: a known record type, or the `parentUuid`/`leafUuid` chain keys."""
+    for value in head_lines(head):
+        if isinstance(value, dict):
+            kind = value.get("type")
+            if (isinstance(kind, str) and kind in _CLAUDE_TYPES) or "parentUuid" in value \
+                    or "leafUuid" in value:
+                return True
+        elif isinstance(value, bytes):
+            kind = envelope_type(value)
+            start = value[:512]
+            if b'"parentUuid"' in start or b'"sessionId"' in start or kind in _CLAUDE_TYPES:
+                return True
+    return False
+
+
+def claims(path: PurePath) -> bool:
+    return "/.claude/projects/" in path.as_posix() and path.name.endswith(
+        (".jsonl", ".jsonl.zst", ".jsonl.zstd"))
+
+
+SPEC = ImporterSpec(
+    name=PREFIX, load=import_claude_code, sniff=sniff, claims=claims,
+    locations=(Location(".claude/projects", env="CLAUDE_CONFIG_DIR", below="projects"),))

@@ -31,11 +31,15 @@ from streams.importers.common import (
     Emitter,
     ImportedSession,
     SourceLine,
+    as_str,
+    feed_each,
     iso_ms,
     make_header,
     orphan_session,
     read_lines,
 )
+from streams.importers.registry import ImporterSpec, Location
+from streams.importers.sniffing import envelope_type, head_lines
 from streams.importers.turns import TurnClock
 
 PREFIX = "codex"
@@ -77,7 +81,10 @@ class _CodexMapper:
 
     def _item(self, line: SourceLine, payload: dict[str, Any]) -> None:
         kind = payload.get("type")
-        if kind == "message":
+        if not isinstance(kind, str):
+            self.em.reject(line, INGEST_SCHEMA_VIOLATION, "response_item payload without a "
+                                                          "string `type`")
+        elif kind == "message":
             self._message(line, payload)
         elif kind in ASSISTANT_ITEMS:
             self._model_item(line, payload)
@@ -97,6 +104,7 @@ class _CodexMapper:
             source: dict[str, Any] = {"kind": "plugin", "plugin": META_PLUGIN}
         else:
             self.clock.prompt()
+            self.em.open_step(line, self.clock, self.time)
             source = {"kind": "user"}
         data = {"id": f"{self.session_id}#{line.number}", "role": "user", "source": source,
                 "content": text_blocks(content)}
@@ -104,6 +112,7 @@ class _CodexMapper:
 
     def _assistant(self, line: SourceLine, blocks: list[Any]) -> None:
         self.clock.assistant(PREFIX)
+        self.em.open_step(line, self.clock, self.time)
         data = {"turn": self.clock.turn, "step": self.clock.step,
                 "message": {"id": f"{self.session_id}#{line.number}", "role": "assistant",
                             "content": blocks}}
@@ -140,15 +149,18 @@ class _CodexMapper:
 
     def _event(self, line: SourceLine, payload: dict[str, Any]) -> None:
         kind = payload.get("type")
-        if kind == "task_started":
+        if not isinstance(kind, str):
+            self.em.reject(line, INGEST_SCHEMA_VIOLATION, "event_msg payload without a string "
+                                                          "`type`")
+        elif kind == "task_started":
             self.clock.start_turn()
             self._log_only(line, "turn/start", {"turn": self.clock.turn})
         elif kind in ("task_complete", "turn_complete"):
             self._log_only(line, "turn/end", {"turn": self.clock.turn, "reason": "completed"})
         elif kind == "turn_aborted":
             self._log_only(line, "turn/end", {"turn": self.clock.turn, "reason": "aborted"})
-        elif kind == "thread_name_updated" and isinstance(
-                payload.get("thread_name", payload.get("name")), str):
+        elif kind == "thread_name_updated" and as_str(
+                payload.get("thread_name", payload.get("name"))).strip():
             self._log_only(line, "session/title",
                            {"title": payload.get("thread_name", payload.get("name"))})
         else:
@@ -248,7 +260,35 @@ def import_codex(data: bytes, source_name: str) -> list[ImportedSession]:
                                     ln.raw) for ln in lines)
         return [orphan_session(PREFIX, source_name, sorted(unreadable, key=lambda r: r.line))]
     mapper = _CodexMapper(str(header["id"]), int(header["createdAt"]))
-    for line in lines:
-        mapper.feed(line)
+    feed_each(lines, mapper.feed, mapper.em, f"{PREFIX}/unmapped")
     rejections = sorted([*mapper.em.rejections, *unreadable], key=lambda r: r.line)
     return [ImportedSession(header, mapper.em.events, rejections)]
+
+
+# --- registry entry ---------------------------------------------------------------------------
+
+_CODEX_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context",
+                          "compacted"})
+
+
+def sniff(path: PurePath, head: bytes) -> bool:
+    """Codex rollout records: `{type, payload}` envelopes of the rollout vocabulary."""
+    for value in head_lines(head):
+        if isinstance(value, dict):
+            kind = value.get("type")
+            if isinstance(kind, str) and kind in _CODEX_TYPES and "payload" in value:
+                return True
+        elif isinstance(value, bytes) and envelope_type(value) in _CODEX_TYPES \
+                and b'"payload"' in value[:512]:
+            return True  # session_meta carries whole system prompts: longer than the head
+    return False
+
+
+def claims(path: PurePath) -> bool:
+    return path.name.startswith("rollout-") and ".jsonl" in path.name
+
+
+SPEC = ImporterSpec(
+    name=PREFIX, load=import_codex, sniff=sniff, claims=claims,
+    locations=(Location(".codex/sessions", env="CODEX_HOME", below="sessions"),
+               Location(".codex/archived_sessions", env="CODEX_HOME", below="archived_sessions")))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
@@ -18,6 +18,7 @@ from projections.errors import (
 )
 from projections.events import KNOWN_EVENT_TYPES, parse_event
 from projections.logformat import LogBuilder, Rejection, split_lines
+from streams.importers.turns import TurnClock
 
 
 class ImportedSession(NamedTuple):
@@ -39,8 +40,8 @@ class SourceLine:
     value: dict[str, Any]
 
 
-def read_lines(data: bytes) -> Iterator[SourceLine | Rejection]:
-    """Each non-blank line as a SourceLine, or a Rejection when it is not a JSON object."""
+def read_objects(data: bytes) -> Iterator[SourceLine | Rejection]:
+    """Each non-blank line as a SourceLine holding a JSON object, or a Rejection."""
     last = data.count(b"\n") + 1
     truncated = not data.endswith(b"\n")
     for number, line in split_lines(data):
@@ -56,12 +57,73 @@ def read_lines(data: bytes) -> Iterator[SourceLine | Rejection]:
             where = "truncated last line" if truncated and number == last else "malformed JSON"
             yield Rejection(number, INGEST_MALFORMED_JSON, f"{where}: {exc}", line)
             continue
-        if not isinstance(value, dict) or not isinstance(value.get("type"), str) \
-                or not value["type"]:
-            yield Rejection(number, INGEST_SCHEMA_VIOLATION,
-                            "record is not a JSON object with a non-empty string `type`", line)
+        if not isinstance(value, dict):
+            yield Rejection(number, INGEST_SCHEMA_VIOLATION, "record is not a JSON object", line)
             continue
         yield SourceLine(number, line, value)
+
+
+def read_lines(data: bytes) -> Iterator[SourceLine | Rejection]:
+    """Each non-blank line as a SourceLine, or a Rejection when it is not a JSON object with a
+    non-empty string `type`."""
+    for item in read_objects(data):
+        if isinstance(item, SourceLine) and (not isinstance(item.value.get("type"), str)
+                                             or not item.value["type"]):
+            yield Rejection(item.number, INGEST_SCHEMA_VIOLATION,
+                            "record is not a JSON object with a non-empty string `type`",
+                            item.raw)
+            continue
+        yield item
+
+
+def split_readable(items: Iterable[SourceLine | Rejection]) -> tuple[list[SourceLine],
+                                                                      list[Rejection]]:
+    """Separate the readable records from the lines that were rejected on reading."""
+    lines: list[SourceLine] = []
+    rejected: list[Rejection] = []
+    for item in items:
+        if isinstance(item, Rejection):
+            rejected.append(item)
+        else:
+            lines.append(item)
+    return lines, rejected
+
+
+def load_document(data: bytes, prefix: str, source_name: str) -> dict[str, Any] | ImportedSession:
+    """A whole-document format's JSON object, or (when the bytes are not one) a placeholder
+    session parking the whole file: it may be mid-rewrite, and heals on the next import."""
+    try:
+        value = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        return orphan_session(prefix, source_name, [Rejection(
+            0, INGEST_MALFORMED_JSON, f"the document does not parse (it may be mid-write): {exc}",
+            data)])
+    if not isinstance(value, dict):
+        return orphan_session(prefix, source_name, [Rejection(
+            0, INGEST_SCHEMA_VIOLATION, "the document is not a JSON object", data)])
+    return value
+
+
+def part_line(number: int, value: Any) -> SourceLine | Rejection:
+    """One record of a whole document (a message) as a SourceLine numbered by its position; its
+    `raw` is its exact JSON value (a pretty-printed document has no per-record bytes)."""
+    raw = orjson.dumps(value)
+    if not isinstance(value, dict):
+        return Rejection(number, INGEST_SCHEMA_VIOLATION, "record is not a JSON object", raw)
+    return SourceLine(number, raw, value)
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    """`value` when it is a JSON object, else an empty one (type-confused fields read as absent)."""
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def as_str(value: Any, default: str = "") -> str:
+    return value if isinstance(value, str) else default
 
 
 def iso_ms(value: Any) -> int | None:
@@ -111,10 +173,16 @@ class Emitter:
         self._builder = LogBuilder()
         self.rejections: list[Rejection] = []
         self._line_with_raw: int | None = None
+        self.last_time = 0
 
     @property
     def events(self) -> list[dict[str, Any]]:
         return self._builder.log.events
+
+    @property
+    def kept_line(self) -> int | None:
+        """The number of the last source record whose original is in the log."""
+        return self._line_with_raw
 
     @property
     def next_seq(self) -> int:
@@ -126,11 +194,14 @@ class Emitter:
 
     def emit(self, line: SourceLine, kind: str, time: int, data: dict[str, Any], *,
              op: Any = None, sources: list[int] | None = None,
-             with_raw: bool = True) -> int | None:
+             with_raw: bool = True, key: str | None = None) -> int | None:
         """Append one event; return its seq, or None when it was parked as a rejection.
 
         The first event made from a source line carries the original record as `data.raw`
-        (`with_raw=False` for rewrites whose data must stay equal to what they replace)."""
+        (`with_raw=False` for rewrites whose data must stay equal to what they replace).
+        `key` names the piece of a whole document the event came from (`data.sourceKey`)."""
+        if key is not None:
+            data = {**data, "sourceKey": key}
         if with_raw and self._line_with_raw != line.number:
             data = {**data, "raw": line.value}
         event: dict[str, Any] = {"type": kind, "seq": self.next_seq, "time": time, "data": data}
@@ -147,7 +218,56 @@ class Emitter:
             return None
         if with_raw:
             self._line_with_raw = line.number
+        self.last_time = time
         return int(event["seq"])
 
     def reject(self, line: SourceLine, code: str, reason: str) -> None:
         self.rejections.append(Rejection(line.number, code, reason, line.raw))
+
+    def open_step(self, line: SourceLine, clock: TurnClock, time: int, *,
+                  keyed: bool = False) -> None:
+        """`step/start {turn, step}` when the clock says a new step begins (SPEC 6.2's clamp
+        needs one per step); it never takes the record's `raw`, the message after it does."""
+        due = clock.open_step()
+        if due is not None:
+            self.emit(line, "step/start", time, {"turn": due[0], "step": due[1]}, with_raw=False,
+                      key=f"step:{due[0]}:{due[1]}" if keyed else None)
+
+
+def with_rejections(prefix: str, sessions: list[ImportedSession], unreadable: list[Rejection],
+                    source_name: str) -> list[ImportedSession]:
+    """File-level rejections go on the file's first session, or on a placeholder when the file
+    has none yet."""
+    if not unreadable:
+        return sessions
+    unreadable = sorted(unreadable, key=lambda r: r.line)
+    if not sessions:
+        return [orphan_session(prefix, source_name, unreadable)]
+    first = sessions[0]
+    merged = sorted([*first.rejections, *unreadable], key=lambda r: r.line)
+    return [ImportedSession(first.header, first.events, merged), *sessions[1:]]
+
+
+def feed_each(lines: Iterable[SourceLine], feed: Callable[[SourceLine], None],
+              emitter: Emitter, unmapped: str) -> None:
+    """Map records one by one; a record whose fields have unexpected types (a list where a
+    string belongs, a missing key) is parked whole with INGEST_SCHEMA_VIOLATION and the rest of
+    the file still imports. Events it produced before failing stay (they passed the fold).
+    A record that produced nothing and was not parked (an empty message, say) is kept as a
+    log-only `unmapped` event, so every record is either in the log or in the dead letters."""
+    for line in lines:
+        parked = len(emitter.rejections)
+        try:
+            feed(line)
+        except Exception as exc:  # one bad record must never stop the file
+            emitter.reject(line, INGEST_SCHEMA_VIOLATION, shape_error(exc))
+        if emitter.kept_line != line.number and len(emitter.rejections) == parked:
+            emitter.emit(line, unmapped, emitter.last_time, {})
+
+
+def shape_error(exc: BaseException) -> str:
+    """The reason text of a record the mapper could not read (bounded: it goes to dead letters)."""
+    detail = str(exc)
+    if len(detail) > 200:
+        detail = detail[:200] + "…"
+    return f"record has an unexpected shape ({type(exc).__name__}: {detail})"

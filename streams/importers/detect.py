@@ -1,80 +1,52 @@
-"""Ingest edge: tell a file's format from its name and first bytes (native DSH, Claude Code, Codex)."""
+"""Ingest edge: tell a file's format (native DSH or one of the registry's) from its name and first
+bytes; each importer recognises its own format, this module only asks them in order."""
 
 from __future__ import annotations
 
-import re
-from pathlib import PurePath
+import os
+from collections.abc import Mapping
+from pathlib import Path, PurePath
 
-import orjson
-import zstandard
+from streams.importers.formats import REGISTRY
+from streams.importers.sniffing import head_lines, plain_prefix
 
-from projections.logformat import ZSTD_MAGIC
-
-Format = str  # "dsh" | "claude-code" | "codex"
-
-_CLAUDE_TYPES = frozenset({"user", "assistant", "system", "summary", "file-history-snapshot",
-                           "queue-operation", "progress", "custom-title", "ai-title",
-                           "attachment", "pr-link", "agent-name", "last-prompt",
-                           "permission-mode", "saved_hook_context"})
-_CODEX_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context",
-                          "compacted"})
-_TYPE = re.compile(rb'"type"\s*:\s*"([^"]{1,64})"')
+Format = str  # "dsh" or a registry name
 
 
-def _plain_prefix(first_bytes: bytes) -> bytes:
-    """Decompress as much of a zstd prefix as the bytes allow; plain bytes pass through."""
-    if not first_bytes.startswith(ZSTD_MAGIC):
-        return first_bytes
-    try:
-        out: bytes = zstandard.ZstdDecompressor().decompressobj().decompress(first_bytes)
-        return out
-    except zstandard.ZstdError:
-        return b""
-
-
-def _from_record(value: object) -> Format | None:
-    if not isinstance(value, dict):
-        return None
-    kind = value.get("type")
-    if kind == "session" and "version" in value:
-        return "dsh"
-    if kind in _CODEX_TYPES and "payload" in value:
-        return "codex"
-    if kind in _CLAUDE_TYPES or "parentUuid" in value or "leafUuid" in value:
-        return "claude-code"
-    return None
-
-
-def _from_partial(line: bytes) -> Format | None:
-    """A first line longer than the bytes we got (Codex session_meta carries whole system
-    prompts): judge by the envelope's leading keys."""
-    head = line[:512]
-    found = _TYPE.search(head)
-    kind = found.group(1).decode("utf-8", "replace") if found else None
-    if kind == "session" and b'"version"' in head:
-        return "dsh"
-    if kind in _CODEX_TYPES and b'"payload"' in head:
-        return "codex"
-    if b'"parentUuid"' in head or b'"sessionId"' in head or kind in _CLAUDE_TYPES:
-        return "claude-code"
-    return None
+def is_native(head: bytes) -> bool:
+    """A DSH log starts with its session header."""
+    for value in head_lines(head, limit=1):
+        return isinstance(value, dict) and value.get("type") == "session" and "version" in value
+    return False
 
 
 def detect_format(path: str | PurePath, first_bytes: bytes) -> Format | None:
-    """"dsh", "claude-code", "codex", or None when neither the content nor the name tells."""
-    text = _plain_prefix(first_bytes)
-    for line in text.split(b"\n")[:5]:
-        if not line.strip():
-            continue
-        try:
-            found = _from_record(orjson.loads(line))
-        except orjson.JSONDecodeError:
-            found = _from_partial(line)
-        if found:
-            return found
-    name = PurePath(path).name
-    if name.startswith("rollout-") and ".jsonl" in name:
-        return "codex"
-    if "/.claude/projects/" in PurePath(path).as_posix():
-        return "claude-code"
+    """"dsh", a registry format name, or None when neither the content nor the name tells."""
+    head = plain_prefix(first_bytes)
+    where = PurePath(path)
+    if is_native(head):
+        return "dsh"
+    for spec in REGISTRY:
+        if spec.sniff(where, head):
+            return spec.name
+    for spec in REGISTRY:
+        if spec.claims(where):
+            return spec.name
     return None
+
+
+def claims_log_name(path: PurePath) -> bool:
+    """A file a directory walk should pick up beyond `*.jsonl[.zst]`: one some agent writes."""
+    return any(spec.claims(path) for spec in REGISTRY)
+
+
+def default_locations(environ: Mapping[str, str] | None = None,
+                      home: Path | None = None) -> dict[Format, list[Path]]:
+    """Where each supported agent keeps its logs on this machine (existing or not), by format;
+    environment overrides (`CLAUDE_CONFIG_DIR`, `CODEX_HOME`, `COPILOT_HOME`, `XDG_DATA_HOME`)
+    are honoured. Formats whose logs live inside each project (Aider) have none."""
+    environ = os.environ if environ is None else environ
+    found: dict[Format, list[Path]] = {}
+    for spec in REGISTRY:
+        found[spec.name] = [loc.resolve(environ, home) for loc in spec.locations]
+    return found

@@ -105,10 +105,11 @@ class DocumentIndexer:
     @classmethod
     def for_generation(cls, settings: Settings, generation: int) -> DocumentIndexer:
         """This worker's indexer of one generation: shard k follows partition k of the
-        generation's documents topic, in files of its own (`Topics.index_dir`)."""
+        generation's documents topic, in files of its own (`Topics.index_dir`). Shard files of
+        an older schema start over empty: their partitions are re-read from the topic."""
         root = Topics.of(settings, generation).index_dir(settings.data_dir)
-        return cls(settings, ShardSet(root, index_config(settings), key_dir=root),
-                   generation=generation)
+        return cls(settings, ShardSet(root, index_config(settings), key_dir=root,
+                                      reset_outdated=True), generation=generation)
 
     @property
     def topic(self) -> str:

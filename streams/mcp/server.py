@@ -20,6 +20,7 @@ from streams.facade import Recall
 from streams.mcp.args import input_schema
 from streams.mcp.auth import Caller
 from streams.mcp.errors import TIMED_OUT, ToolError
+from streams.mcp.live import RunningSession
 from streams.mcp.tools import DESCRIPTIONS, EXCLUSIVE, INSTRUCTIONS, SessionTools
 
 log = logging.getLogger("recall.mcp")
@@ -39,6 +40,10 @@ class ServerOptions:
     cwd: str | None = None
     max_search_results: int = 100
     search_timeout_ms: int = DEFAULT_SEARCH_TIMEOUT_MS
+    #: Without a session id: the caller is the session a `recall hook` reported most recently
+    #: for the workspace (streams/mcp/live.py).
+    session_from_hooks: bool = False
+    data_dir: Path | None = None
 
 
 def normalize_cwd(path: str | None) -> str | None:
@@ -81,6 +86,7 @@ class ToolServer:
     def __init__(self, recall: Recall, options: ServerOptions) -> None:
         self.options = options
         self.tools = SessionTools(recall, max_search_results=options.max_search_results)
+        self.running = RunningSession(recall, options.data_dir)
         self.limiter = anyio.CapacityLimiter(1)
         self.server: Server[Any] = Server(
             "session-recall", version="0.1.0", instructions=INSTRUCTIONS,
@@ -98,6 +104,9 @@ class ToolServer:
         with the caller's own stored header: a root naming another directory than the header's
         cwd is ignored (no workspace), so a client can never widen its own workspace."""
         cwd = self.options.cwd
+        if self.options.session_id is None and self.options.session_from_hooks:
+            session_id, where = self.running.from_hooks(cwd)
+            return Caller(session_id, where)
         if cwd is None:
             cwd = await client_root(ctx)
             if cwd is not None and self.options.session_id is not None:
@@ -127,6 +136,13 @@ class ToolServer:
                         params: types.CallToolRequestParams) -> types.CallToolResult:
         caller = await self.caller(ctx)
         name, arguments = params.name, dict(params.arguments or {})
+        if caller.session_id is not None:
+            missing = await anyio.to_thread.run_sync(self._running, name, arguments,
+                                                     caller.session_id, limiter=self.limiter)
+            if missing is not None:
+                return types.CallToolResult(content=[types.TextContent(type="text",
+                                                                       text=missing)],
+                                            is_error=True)
         try:
             if name in EXCLUSIVE:
                 with anyio.fail_after(self.options.search_timeout_ms / 1000):
@@ -138,6 +154,11 @@ class ToolServer:
             text, is_error = ToolError(TIMED_OUT).render(), True
         return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
                                     is_error=is_error)
+
+    def _running(self, name: str, arguments: dict[str, Any], session_id: str) -> str | None:
+        """Ingest the caller's grown transcript first; say clearly if its session is missing."""
+        self.running.refresh(session_id)
+        return self.running.missing(name, arguments, session_id)
 
     async def _run(self, name: str, arguments: dict[str, Any], caller: Caller) -> Any:
         # abandon_on_cancel: a timed-out search finishes in the background; the caller is free.

@@ -43,19 +43,21 @@ def test_reference_appends_racing_ingests_stay_contiguous(tmp_path: Path) -> Non
     write_corpus(source, 8, 300, bad_every=0)
     data = tmp_path / "data"
     assert recall_cmd(data, "ingest", str(source / "s000.jsonl")).returncode == 0
+    assert recall_cmd(data, "create", "--id", "own", "--cwd", "/w/0").returncode == 0
     procs = [spawn_recall(data, "ingest", str(source))]
-    procs += [spawn_recall(data, "reference", "--target", "corpus-000", "--message",
-                           f"note {n}", "--json") for n in range(3)]
+    procs += [spawn_recall(data, "reference", "--target", "own", "--message",
+                           f"note {n}", "--source", "corpus-000", "--json") for n in range(3)]
     for p in procs:
         p.communicate(timeout=300)
         assert p.returncode == 0
-    # corpus-000 holds its 300 events, then the 3 messages (no --source: no context), contiguous
+    # `own` (recall writes it) holds the 3 references, [context, readable] each, contiguous
     from streams.facade import Recall
 
     with Recall.open(data) as recall:
-        events = recall.read_surface("corpus-000")["events"]
-        assert recall.replay()["events"] == 8 * 300 + 3
-    assert [e["seq"] for e in events][-3:] == [300, 301, 302]
+        events = recall.read_session("own")["events"]
+        assert recall.replay()["events"] == 8 * 300 + 6
+    assert [e["seq"] for e in events] == [0, 1, 2, 3, 4, 5]
+    assert [e["data"]["source"]["kind"] for e in events] == ["session-reference", "user"] * 3
 
 
 def test_a_long_lived_writer_sees_what_another_process_wrote(tmp_path: Path) -> None:
@@ -69,12 +71,13 @@ def test_a_long_lived_writer_sees_what_another_process_wrote(tmp_path: Path) -> 
     with Recall.open(data) as mine:
         mine.ingest([source])
         assert mine.read_session("corpus-000")["header"]["id"] == "corpus-000"
-        other = recall_cmd(data, "reference", "--target", "corpus-000", "--message", "theirs")
+        mine.create_session("own", cwd="/w/0")
+        other = recall_cmd(data, "append", "own", "--message", "theirs")
         assert other.returncode == 0, other.stderr
-        result = mine.prepare_reference("corpus-000", "mine")
-        assert result["appended"] == [4]
-        assert [e["seq"] for e in mine.read_surface("corpus-000")["events"]] == [0, 1, 2, 3, 4]
+        result = mine.prepare_reference("own", "mine")
+        assert result["appended"] == [1] and result["delivery"] == "appended"
+        assert [e["seq"] for e in mine.read_surface("own")["events"]] == [0, 1]
         # and another process's reindex is followed by this reader
         assert recall_cmd(data, "reindex").returncode == 0
         assert mine.index_generation() == "gen-000002"
-        assert mine.search_sessions("theirs")["items"][0]["header"]["id"] == "corpus-000"
+        assert mine.search_sessions("theirs")["items"][0]["header"]["id"] == "own"

@@ -71,10 +71,27 @@ def test_substring_mode(make_index):
     item = service.search_sessions({"query": "ai", "mode": "substring"})["items"][0]
     assert item["bestMatch"]["snippet"] == "BRAIDED rope"
     _, lean = make_index("lean")
-    assert _code(lean.search_sessions, {"query": "x", "mode": "substring"}) == \
-        "SESSION_QUERY_INVALID_QUERY"
     assert _code(lean.search_sessions, {"query": "x", "mode": "fuzzy"}) == \
         "SESSION_QUERY_INVALID_QUERY"
+
+
+def test_substring_mode_builds_its_index_on_demand(make_index):
+    """Issue 13 item 11: an index created without substring coverage answers `--substring`
+    (its trigram index is completed on the first such request, with progress), and keeps the
+    coverage for later writes."""
+    reports = []
+    shards, service = make_index("lean", shards=3)
+    service.progress = lambda shard, done, total: reports.append((shard, done, total))
+    shards.write_batch(texts_session("s", ["a cabinet of curiosities", "x"]), {})
+    shards.write_batch(texts_session("t", ["nothing here"]), {})
+    assert not shards.has_substring()
+    assert _hits(service, "abi", mode="substring") == [("s", 0)]
+    assert shards.has_substring()
+    assert reports and all(done <= total for _, done, total in reports)
+    assert sum(total for _, done, total in reports if done == total) == 3
+    shards.write_batch(texts_session("u", ["cabinetry"]), {})
+    assert _hits(service, "abi", mode="substring") == [("u", 0), ("s", 0)]  # shorter first
+    assert _hits(service, "x", mode="substring") == [("s", 1)]
 
 
 def test_ranking_example_alpha_beta(index):

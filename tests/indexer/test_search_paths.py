@@ -1,22 +1,19 @@
-"""Search internals that must not change results: the narrow ranking query (match count from the
-highlight length, snippets made for the page only), the parallel shard scatter, and the
-coordinator's per-shard snippets all give the pages of the straightforward formulation."""
+"""Search internals that must not change results: the bounded ranking passes (match counts from
+FTS5 instances, snippets made for the page only), the parallel shard scatter, and the
+coordinator's per-shard snippets all give the pages of the brute-force reference."""
 
 from __future__ import annotations
 
 import random
-import sqlite3
 from typing import Any
 
 import pytest
+import reference_search
 from contract import drain_pages
 
+import indexer.search
 import indexer.service
-from indexer.normalize import fts_phrase
-from indexer.ranking import merge_page
 from indexer.scatter import Coordinator, answer_shard_search
-from indexer.snippet import make_snippet
-from projections.extraction import HIGHLIGHT_CLOSE, HIGHLIGHT_OPEN
 
 from .helpers import texts_session
 
@@ -42,42 +39,18 @@ REQUESTS = [{"query": q, "limit": limit} for q in ("needle", "needle needle", "h
                                                     "検索", "x") for limit in (1, 3, 20)]
 
 
-def _old_token_rows(conn: sqlite3.Connection, query: str, fetch: int,
-                    snippet_chars: int) -> list[dict[str, Any]]:
-    """The previous formulation: highlight every hit, count markers, sort the marked text."""
-    sql = (
-        "WITH hits AS (SELECT e.session_id AS sid, e.seq AS seq, e.type AS type, e.time AS time,"
-        " e.surface AS surface, e.text_len AS len, highlight(events_fts, 0, ?, ?) AS h"
-        " FROM events_fts JOIN events e ON e.rowid = events_fts.rowid"
-        " JOIN sessions s ON s.id = e.session_id"
-        " WHERE events_fts MATCH ? AND s.header IS NOT NULL),"
-        " scored AS (SELECT *, length(h) - length(replace(h, ?, '')) AS mc FROM hits), "
-        "ranked AS (SELECT *, row_number() OVER (PARTITION BY sid ORDER BY mc DESC, len ASC,"
-        " time DESC, seq DESC) AS rn FROM scored)"
-        " SELECT sid, seq, type, time, surface, len, mc, h FROM ranked WHERE rn = 1"
-        " ORDER BY mc DESC, len ASC, time DESC, sid ASC, seq DESC LIMIT ?")
-    rows = conn.execute(sql, [HIGHLIGHT_OPEN, HIGHLIGHT_CLOSE, fts_phrase(query), HIGHLIGHT_OPEN,
-                              fetch]).fetchall()
-    return [{"sessionId": r[0], "seq": r[1], "type": r[2], "time": r[3], "surface": r[4],
-             "length": r[5], "matches": r[6], "snippet": make_snippet(r[7], snippet_chars)}
-            for r in rows]
-
-
 @pytest.mark.parametrize("snippet_chars", [1, 7, 240])
-def test_first_pages_equal_the_previous_formulation(make_index: Any, snippet_chars: int) -> None:
+def test_pages_equal_the_brute_force_reference(make_index: Any, snippet_chars: int) -> None:
     shards, service = make_index(shards=4, snippet_chars=snippet_chars)
     _fill(shards)
+    events = reference_search.indexed_events(service)
     for request in REQUESTS:
         if request["query"] == "検索":
             continue  # CJK queries take the trigram path
-        page = service.search_sessions(request, now_ms=NOW)["items"]
-        old = merge_page([_old_token_rows(s.conn, request["query"], request["limit"] + 1,
-                                          snippet_chars) for s in shards],
-                         "sessions", 0, request["limit"])[:request["limit"]]
-        assert [(i["header"]["id"], i["bestMatch"]) for i in page] == [
-            (c["sessionId"], {k: c[k] for k in ("sessionId", "seq", "type", "time", "surface",
-                                                "snippet")}) for c in old]
-        assert page
+        expected = reference_search.search(events, request["query"], snippet_chars=snippet_chars)
+        pages = drain_pages(lambda r: service.search_sessions(r, now_ms=NOW), request)
+        assert [i["bestMatch"] for page in pages for i in page] == expected
+        assert expected
 
 
 @pytest.mark.parametrize("substring", [False, True])
@@ -120,9 +93,9 @@ def test_threaded_scatter_raises_the_first_shards_error(make_index: Any,
     shards, service = make_index(shards=4)
     _fill(shards)
     monkeypatch.setattr(indexer.service, "PARALLEL_AFTER_S", 0.0)
-    calls = [(s.conn, {"shard": s.index}) for s in shards]
+    calls = [(s.writer, s.epoch, {"shard": s.index}) for s in shards]
 
-    def fn(conn: sqlite3.Connection, plan: dict[str, Any]) -> list[Any]:
+    def fn(conn: Any, epoch: str, plan: dict[str, Any]) -> list[Any]:
         if plan["shard"] >= 2:
             raise RuntimeError(f"shard {plan['shard']}")
         return [plan["shard"]]
@@ -130,3 +103,43 @@ def test_threaded_scatter_raises_the_first_shards_error(make_index: Any,
     with pytest.raises(RuntimeError, match="shard 2"):
         service._scatter(calls, fn)
     assert service._scatter(calls[:2], fn) == [[0], [1]]
+
+
+@pytest.mark.parametrize("floor", [1, 2, 3, 5])
+def test_hits_tied_with_the_floor_boundary_are_never_cut(make_index: Any, floor: int,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """Hits sharing the boundary's (count, length key) but ranking above it by time must not be
+    lost when the floor pass stops inside their group."""
+    monkeypatch.setattr(indexer.search, "FLOOR_MIN", floor)
+    monkeypatch.setattr(indexer.search, "FLOOR_FACTOR", 1)
+    shards, service = make_index(shards=2)
+    for s in range(12):  # same count, same length; the later the time, the better the rank
+        shards.write_batch(texts_session(f"s{s:02d}", ["ab needle"], times=[100 + (s * 7) % 12]),
+                           {})
+    events = reference_search.indexed_events(service)
+    expected = reference_search.search(events, "needle")
+    assert [h["sessionId"] for h in expected[:3]] == ["s05", "s10", "s03"]
+    for limit in (1, 2, 3):
+        pages = drain_pages(lambda r: service.search_sessions(r, now_ms=NOW),
+                            {"query": "needle", "limit": limit})
+        assert [i["bestMatch"] for page in pages for i in page] == expected
+
+
+def test_unfiltered_pages_come_from_the_floor_pass(make_index: Any,
+                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bounded work: with many more hits than the floor pass keeps, a page is still answered
+    from it (the statement over every hit is for filters that reject most hits)."""
+    def whole(*args: Any) -> Any:
+        raise AssertionError("the floor pass should have sufficed")
+
+    shards, service = make_index(shards=2)
+    for s in range(60):
+        texts = [" ".join(["needle"] * (1 + (s * 7 + i) % 5) + ["hay"] * (i % 4)) for i in range(6)]
+        shards.write_batch(texts_session(f"s{s:02d}", texts), {})
+    events = reference_search.indexed_events(service)
+    expected = reference_search.search(events, "needle")
+    monkeypatch.setattr(indexer.search, "_whole", whole)
+    monkeypatch.setattr(indexer.search, "GROWTH", 1)  # and from its first round
+    for limit in (1, 5, 20):
+        page = service.search_sessions({"query": "needle", "limit": limit}, now_ms=NOW)
+        assert [i["bestMatch"] for i in page["items"]] == expected[:limit]

@@ -17,9 +17,10 @@ import pytest
 
 import indexer.shardset
 from indexer import IndexConfig, ShardSet
+from indexer.blocks import decode_block
 from indexer.digest import index_digest
 from indexer.errors import SourceConflict
-from indexer.writer import apply_records
+from indexer.writer import ShardWriter, apply_records
 from projections.errors import SessionQueryError
 from projections.fold import Replacement, SurfaceState
 from projections.records import EventRecord, HeaderRecord, IndexRecord, fold_records
@@ -95,24 +96,25 @@ def _split(rng: random.Random, records: list[IndexRecord]) -> list[list[IndexRec
 
 
 def _dump(shards: ShardSet) -> list[Any]:
-    """Every table row by row (rowids included). The FTS indexes are compared logically: their
-    segment b-trees legitimately differ (FTS5 flushes its pending terms at every statement, so
-    the per-record path leaves many small segments where one INSERT … SELECT leaves one), so
-    what is compared is every (term, rowid, column, offset) instance, the per-row token
-    counts, and FTS5's own integrity check against the events table."""
+    """Every table row by row (keys included; compressed blocks by their decoded entries). The
+    FTS indexes are compared logically: their segment b-trees legitimately differ (FTS5 flushes
+    its pending terms at every statement, so the per-record path leaves many small segments
+    where a batched INSERT leaves one), so what is compared is every (term, rowid, column,
+    offset) instance and FTS5's own integrity check."""
     out: list[Any] = []
     for shard in shards:
-        conn = shard.conn
+        conn = shard.writer
         tables = [name for (name,) in conn.execute(
             "SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")]
         for table in tables:
-            if table.startswith(("events_fts", "events_tri")) and not table.endswith("_docsize"):
+            if table.startswith(("events_fts", "events_tri")) or table == "dictionaries":
                 continue
             rows = conn.execute(f"SELECT * FROM {table}").fetchall()
             if table == "meta":
                 rows = [r for r in rows if r[0] != "epoch"]
-            if table == "events":
-                rows = conn.execute("SELECT rowid, * FROM events ORDER BY rowid").fetchall()
+            if table == "blocks":
+                rows = [(i, sorted(decode_block(conn, shard.epoch, bytes(d)).items()))
+                        for i, d in rows]
             out.append((shard.index, table, sorted(rows, key=repr)))
         for fts in ("events_fts", "events_tri"):
             conn.execute(f"INSERT INTO {fts}({fts}) VALUES ('integrity-check')")
@@ -204,10 +206,12 @@ def test_a_conflicting_batch_raises_source_conflict_directly(tmp_path: Path) -> 
     shards = ShardSet(tmp_path / "i", IndexConfig(shards=1))
     try:
         shards.write_batch(_records("a", [user(0, "one")]), {})
-        conn = shards.shards[0].conn
+        shard = shards.shards[0]
+        conn = shard.writer
         conn.execute("BEGIN IMMEDIATE")
         with pytest.raises(SourceConflict):
-            apply_records(conn, _records("a", [user(0, "other"), user(1, "x")]), substring=False)
+            apply_records(ShardWriter(conn, shard.epoch, substring=False),
+                          _records("a", [user(0, "other"), user(1, "x")]))
         conn.execute("ROLLBACK")
     finally:
         shards.close()

@@ -29,7 +29,9 @@ def loaded(recall: Recall, write_log: Callable[..., Path]) -> Recall:
     write_log("other.jsonl", header("other", cwd="/elsewhere", created_at=1_800_000_000_000),
               [user(0, "unrelated")])
     write_log("nocwd.jsonl", header("nocwd", created_at=1_600_000_000_000), [user(0, "x")])
-    write_log("target.jsonl", header("target", cwd="/w"), [user(0, "hello"), assistant(1, "hi")])
+    # the target stands for a log recall keeps (`writer: recall`), so references append to it
+    write_log("target.jsonl", header("target", cwd="/w", writer="recall"),
+              [user(0, "hello"), assistant(1, "hi")])
     recall.ingest([Path(recall.settings.data_dir).parent / "logs"])
     return recall
 

@@ -67,3 +67,46 @@ def assert_valid_log(session: ImportedSession) -> None:
 def line_of(event: dict[str, Any]) -> dict[str, Any]:
     raw: dict[str, Any] = event["data"]["raw"]
     return raw
+
+
+AGENTS = DATA.parent / "agents"
+GEMINI_MAIN = "gemini-cli-0.34/session-2026-03-18T01-46-50316244.json"
+GEMINI_SUB1 = "gemini-cli-0.34/session-2026-03-18T01-47-50316244.json"
+GEMINI_SUB2 = "gemini-cli-0.34/session-2026-03-18T01-49-50316244.json"
+GEMINI_2025 = "gemini-cli-2025-10-pomodoro.json"
+GEMINI_ERRORS = "gemini-cli-2026-03-control-flash.json"
+GEMINI_JSONL = "gemini-cli-2026-04.jsonl"
+COPILOT = "copilot-cli-1.0.34-events.jsonl"
+COPILOT_COMPACTION = "copilot-cli-1.0.74-compaction.jsonl"
+COPILOT_LEGACY = "copilot-cli-2025-10-legacy.json"
+OPENCODE_ERROR = "opencode/ses_20be19bd6ffeHn5B6DdBVxU8TR.json"
+OPENCODE_RUNNING = "opencode/ses_20c685993ffe8NJ44bWWcyosxi.json"
+OPENCODE_CHILD = "opencode/ses_2bef25635ffe8EzID0I1Oeymal.json"
+AIDER = "aider-0.85/.aider.chat.history.md"
+
+
+def agent(name: str) -> bytes:
+    return (AGENTS / name).read_bytes()
+
+
+def document(name: str) -> dict[str, Any]:
+    value: dict[str, Any] = orjson.loads(agent(name))
+    return value
+
+
+def with_raw(session: ImportedSession) -> list[dict[str, Any]]:
+    """The events that carry an original record."""
+    return [e for e in session.events if "raw" in e["data"]]
+
+
+def assert_steps_announced(session: ImportedSession) -> None:
+    """Every (turn, step) an assistant message names was announced by a `step/start` before it,
+    and each `step/start` is announced once."""
+    announced: list[tuple[int, int]] = []
+    for event in session.events:
+        data = event["data"]
+        if event["type"] == "step/start":
+            announced.append((data["turn"], data["step"]))
+        elif event["type"] == "assistant/message":
+            assert (data["turn"], data["step"]) in announced, event["seq"]
+    assert len(announced) == len(set(announced))

@@ -81,27 +81,33 @@ def test_inline_sidechains_become_subagent_sessions_with_lineage() -> None:
     task_prompts = {c["data"]["arguments"]["prompt"] for c in by_type(main, "tool/call")
                     if c["data"]["name"] == "Task"}
     for sub in subagents:
-        first = sub.events[0]
+        first = sub.events[1]
+        assert sub.events[0]["type"] == "step/start"
         assert first["type"] == "user/message"
         assert first["data"]["source"] == {"kind": "user"}
         assert first["data"]["content"][0]["text"] in task_prompts
-    assert types(subagents[0]) == {"user/message": 1, "assistant/message": 12,
+    assert types(subagents[0]) == {"user/message": 1, "assistant/message": 12, "step/start": 9,
                                    "tool/call": 8, "tool/result": 8}
-    assert all(s == "current" or e["type"] == "tool/call"
+    assert all(s == "current" or e["type"] in ("tool/call", "step/start")
                for e, s in zip(subagents[0].events, surfaces(subagents[0]), strict=True))
 
 
 def test_main_session_mapping_of_1_0_98() -> None:
     main = _import(CC_1098)[0]
-    assert types(main) == {"claude-code/summary": 1, "user/message": 2,
+    assert types(main) == {"claude-code/summary": 1, "user/message": 2, "step/start": 3,
                            "assistant/message": 9, "tool/call": 6, "tool/result": 4}
     title = main.events[0]
-    # The title's leaf is in another file: kept, not used as this session's title.
+    # The title's leaf is in another file: kept (for the index side), not this session's title.
     assert title["type"] == "claude-code/summary" and title["ignorable"] is True
     assert title["data"]["raw"]["summary"] == "Empty Repo Setup: CLAUDE.md Foundation Created"
+    assert title["data"]["leafUuid"] == "549b3502-6e30-4fa5-869f-c998df26c3f0"
+    assert not by_type(main, "session/title")
     command, meta = by_type(main, "user/message")
-    assert command["data"]["source"] == {"kind": "plugin", "plugin": "claude-code-command"}
-    assert "create TODO app by Next.js" in extract_text(command)
+    # A slash command with arguments is what the person typed: their prompt, readable.
+    assert command["data"]["source"] == {"kind": "user"}
+    assert command["data"]["content"] == [
+        {"type": "text", "text": "/orchestrator create TODO app by Next.js"}]
+    assert "<command-args>" in line_of(command)["message"]["content"]
     assert meta["data"]["source"] == {"kind": "plugin", "plugin": "claude-code-meta"}
     calls = by_type(main, "tool/call")
     assert [c["data"]["name"] for c in calls] == ["Glob", "Glob", "TodoWrite", "Task", "Task",
@@ -253,7 +259,8 @@ def test_a_rewind_shadows_the_abandoned_branch() -> None:
     assert set(forking["sourceEventSeqs"]) >= set(abandoned)
     # Surface = the two prompts before the fork point, the new prompt, and its reply.
     nodes = fold_surface(session.events).nodes
-    assert nodes[:2] == [0, 1] and nodes[2] == forking["seq"] and len(nodes) == 4
+    prompts = [e["seq"] for e in by_type(session, "user/message")][:2]
+    assert nodes[:2] == prompts and nodes[2] == forking["seq"] and len(nodes) == 4
     assert classes[-1] == "current" and session.events[-1]["surfaceOp"] == "append"
 
 
@@ -315,10 +322,43 @@ def test_titles_from_this_file_and_repeated_summaries() -> None:
     leaf = lines[-1]["uuid"]
     title = {"type": "summary", "summary": "Next.js TODO app", "leafUuid": leaf}
     (session,) = import_claude_code(to_bytes([*lines, title, title]), "t.jsonl")
-    titled, repeated = session.events[-2:]
+    summary, titled, repeated = session.events[-3:]
+    assert summary["type"] == "claude-code/summary" and summary["data"]["leafUuid"] == leaf
     assert titled["type"] == "session/title"
-    assert titled["data"]["title"] == "Next.js TODO app" and "ignorable" not in titled
-    assert repeated["type"] == "claude-code/summary" and repeated["data"]["duplicate"] is True
+    assert titled["data"] == {"title": "Next.js TODO app", "leafUuid": leaf, "via": "summary"}
+    assert "ignorable" not in titled
+    # Older builds repeat a summary: kept as a record, not a second title.
+    assert repeated["type"] == "claude-code/summary" and repeated["data"]["raw"] == title
+
+
+def test_a_summary_written_before_its_leaf_titles_the_session_at_the_leaf() -> None:
+    # Claude Code writes summaries at the top of a file; the leaf they name comes later.
+    lines = records(CC_1098)[1:8]
+    leaf = lines[-1]["uuid"]
+    early = {"type": "summary", "summary": "Next.js TODO app", "leafUuid": leaf}
+    other = {"type": "summary", "summary": "Some other session", "leafUuid": "no-such-leaf"}
+    data = to_bytes([early, other, *lines])
+    (session,) = import_claude_code(data, "t.jsonl")
+    titles = by_type(session, "session/title")
+    assert [t["data"]["title"] for t in titles] == ["Next.js TODO app"]
+    assert titles[0]["seq"] == len(session.events) - 1  # right after the leaf record
+    assert_valid_log(session)
+    # Growth-stable: importing up to the leaf's line gives a prefix of the same events.
+    (cut,) = import_claude_code(to_bytes([early, other, *lines[:-1]]), "t.jsonl")
+    assert session.events[:len(cut.events)] == cut.events
+    assert not by_type(cut, "session/title")
+
+
+def test_custom_and_ai_titles() -> None:
+    lines = records(CC_1098)[1:8]
+    sid = lines[0]["sessionId"]
+    named = [{"type": "custom-title", "customTitle": "TODO app", "sessionId": sid},
+             {"type": "ai-title", "aiTitle": "Scaffold a Next.js TODO app", "sessionId": sid},
+             {"type": "custom-title", "customTitle": ["not", "a", "title"], "sessionId": sid}]
+    (session,) = import_claude_code(to_bytes([*lines, *named]), "t.jsonl")
+    assert [(t["data"]["title"], t["data"]["via"]) for t in by_type(session, "session/title")] \
+        == [("TODO app", "custom-title"), ("Scaffold a Next.js TODO app", "ai-title")]
+    assert session.rejections == []
 
 
 def test_a_boundary_without_its_summary_closes_the_compaction_with_an_error() -> None:

@@ -53,8 +53,10 @@ def test_import_returns_header_events_rejections_triples(name: str, importer: Im
 
 
 def test_registry_names_match_detect_format() -> None:
-    assert set(IMPORTERS) == {"claude-code", "codex"}
-    assert IMPORTERS["claude-code"] is import_claude_code and IMPORTERS["codex"] is import_codex
+    assert set(IMPORTERS) == {"claude-code", "codex", "gemini-cli", "gemini-cli-jsonl",
+                              "copilot-cli", "copilot-cli-legacy", "opencode", "aider"}
+    assert IMPORTERS["claude-code"].load is import_claude_code
+    assert IMPORTERS["codex"].load is import_codex
 
 
 def test_prefix_identity_tells_grown_from_rewritten() -> None:

@@ -1,0 +1,197 @@
+"""Ingest edge: Aider's `.aider.chat.history.md` (Markdown appended across runs) → one native session
+per run (`# aider chat started at …`).
+
+The file has no ids, no per-message times and no tool calls. What it has, by Aider's own writer:
+`#### ` lines are the person's input, `> ` lines are Aider's output (edits applied, commands run,
+commits, token counts, errors; a multi-line message continues on unprefixed lines directly below
+its `> ` line), and text after a blank line is the model's reply. Each of Aider's writes is one
+block, so blocks are the records.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import PurePath
+from typing import Any
+
+from projections.errors import INGEST_INVALID_UTF8, INGEST_SCHEMA_VIOLATION
+from projections.logformat import Rejection, decompress
+from streams.importers.common import (
+    Emitter,
+    ImportedSession,
+    SourceLine,
+    feed_each,
+    make_header,
+    with_rejections,
+)
+from streams.importers.registry import ImporterSpec
+from streams.importers.turns import TurnClock
+
+PREFIX = "aider"
+OUTPUT_PLUGIN = "aider"
+HISTORY_NAME = ".aider.chat.history.md"
+_START = re.compile(r"^# aider chat started at (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\s*$")
+
+
+@dataclass(frozen=True, slots=True)
+class _Block:
+    kind: str  # "start" | "prompt" | "output" | "reply"
+    first: int  # 1-based line number
+    lines: list[str]
+
+
+def _kind(line: str) -> str | None:
+    start = _START.match(line)
+    if start and _started_ms(start.group(1)) is not None:
+        return "start"
+    if line.startswith("####"):
+        return "prompt"
+    if line.startswith(">"):
+        return "output"
+    return None
+
+
+def _blocks(text: str) -> Iterator[_Block]:
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    current: _Block | None = None
+    for number, line in enumerate(lines, start=1):
+        kind = _kind(line)
+        if kind == "output" or kind == "start" or (kind == "prompt" and (
+                current is None or current.kind != "prompt")):
+            if current is not None:
+                yield current
+            current = _Block(kind, number, [line])
+        elif kind == "prompt":
+            assert current is not None
+            current.lines.append(line)
+        elif not line.strip():
+            if current is not None and current.kind == "reply":
+                current.lines.append(line)  # a paragraph break inside the reply
+            elif current is not None:
+                yield current
+                current = None
+        elif current is not None and current.kind in ("output", "reply"):
+            current.lines.append(line)  # an output message's next line, or the reply's
+        else:
+            if current is not None:
+                yield current
+            current = _Block("reply", number, [line])
+    if current is not None:
+        yield current
+
+
+def _strip(block: _Block) -> str:
+    """The block's text without Aider's prefixes and the two-space Markdown line breaks it
+    appends to prompt and output lines."""
+    if block.kind == "prompt":
+        return "\n".join((ln[5:] if ln.startswith("#### ") else ln[4:]).removesuffix("  ")
+                         for ln in block.lines).rstrip()
+    if block.kind == "output":
+        first, *rest = block.lines
+        lines = [first[2:] if first.startswith("> ") else first[1:], *rest]
+        return "\n".join(ln.removesuffix("  ") for ln in lines).rstrip()
+    return "\n".join(block.lines).strip()
+
+
+def _started_ms(stamp: str) -> int | None:
+    """Aider writes local time without a zone; it is read as UTC (see MAPPING.md)."""
+    try:
+        parsed = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
+    except ValueError:
+        return None
+    return int(parsed.timestamp()) * 1000
+
+
+class _RunMapper:
+    def __init__(self, started: int) -> None:
+        self.em = Emitter()
+        self.clock = TurnClock()
+        self.time = started
+
+    def feed(self, line: SourceLine) -> None:
+        kind, text, first = line.value["kind"], line.value["text"], line.number
+        if kind == "start":
+            self.em.emit(line, f"{PREFIX}/start", self.time, {})
+        elif kind == "prompt":
+            self.clock.prompt()
+            self.em.open_step(line, self.clock, self.time)
+            self._user(line, f"line-{first}", {"kind": "user"}, _strip_text(text, "prompt"))
+        elif kind == "output":
+            self.clock.break_step()  # what Aider reports back may make the model go again
+            self._user(line, f"line-{first}", {"kind": "plugin", "plugin": OUTPUT_PLUGIN},
+                       _strip_text(text, "output"))
+        else:
+            self.clock.assistant(f"line-{first}")
+            self.em.open_step(line, self.clock, self.time)
+            self.em.emit(line, "assistant/message", self.time, {
+                "turn": self.clock.turn, "step": self.clock.step,
+                "message": {"id": f"line-{first}", "role": "assistant",
+                            "content": [{"type": "text", "text": text.strip()}]}},
+                op="append")
+
+    def _user(self, line: SourceLine, mid: str, source: dict[str, Any], text: str) -> None:
+        self.em.emit(line, "user/message", self.time, {
+            "id": mid, "role": "user", "source": source,
+            "content": [{"type": "text", "text": text}]}, op="append")
+
+
+def _strip_text(text: str, kind: str) -> str:
+    return _strip(_Block(kind, 0, text.split("\n")))
+
+
+def import_aider(data: bytes, source_name: str) -> list[ImportedSession]:
+    """One chat history file → one session per run; the cwd is the file's folder (Aider writes
+    the history in the directory it runs in, the git root by default)."""
+    raw = decompress(data)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        return with_rejections(PREFIX, [], [Rejection(0, INGEST_INVALID_UTF8,
+                                                      f"invalid UTF-8: {exc}", raw)], source_name)
+    path = PurePath(source_name)
+    folder = str(path.parent) if path.is_absolute() else None
+    base = hashlib.blake2b(str(path).encode("utf-8"), digest_size=6).hexdigest()
+    sessions: list[ImportedSession] = []
+    leading: list[Rejection] = []
+    runs: list[tuple[dict[str, Any], list[SourceLine]]] = []
+    used: dict[str, int] = {}
+    for block in _blocks(text):
+        body = "\n".join(block.lines)
+        line = SourceLine(block.first, body.encode("utf-8"), {"kind": block.kind, "text": body})
+        if block.kind == "start":
+            match = _START.match(block.lines[0])
+            assert match is not None
+            stamp = match.group(1)
+            compact = re.sub(r"[^0-9]", "", stamp)
+            used[compact] = used.get(compact, 0) + 1
+            suffix = compact if used[compact] == 1 else f"{compact}-{used[compact]}"
+            header = make_header(f"{PREFIX}:{base}:{suffix}", _started_ms(stamp) or 0,
+                                 cwd=folder)
+            runs.append((header, [line]))
+        elif runs:
+            runs[-1][1].append(line)
+        else:
+            leading.append(Rejection(block.first, INGEST_SCHEMA_VIOLATION,
+                                     "text before the first `# aider chat started at` line",
+                                     line.raw))
+    for header, lines in runs:
+        mapper = _RunMapper(int(header["createdAt"]))
+        feed_each(lines, mapper.feed, mapper.em, f"{PREFIX}/unmapped")
+        sessions.append(ImportedSession(header, mapper.em.events, mapper.em.rejections))
+    return with_rejections(PREFIX, sessions, leading, source_name)
+
+
+def sniff(path: PurePath, head: bytes) -> bool:
+    start = head.lstrip()[:64]
+    return start.startswith(b"# aider chat started at ")
+
+
+SPEC = ImporterSpec(
+    name=PREFIX, load=import_aider, sniff=sniff,
+    claims=lambda path: path.name == HISTORY_NAME)

@@ -1,0 +1,137 @@
+"""Properties of exact ranking (issue 16): the bounded search path equals a brute-force reference
+on random corpora; the compiled and Python match counts equal highlight()'s span count; SQLite
+orders candidates exactly as the Python ranking keys do (one rule, two spellings)."""
+
+from __future__ import annotations
+
+import tempfile
+from typing import Any
+
+import apsw
+import pytest
+import reference_search
+from contract import drain_pages
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import indexer.search
+from indexer import IndexConfig, QueryService, ShardSet
+from indexer.matchcount import compiled_path, register
+from indexer.ranking import (
+    EVENT_ORDER,
+    SESSION_ORDER,
+    event_key,
+    order_by,
+    rank,
+    session_key,
+    sort_key,
+)
+from projections.extraction import HIGHLIGHT_OPEN
+
+from ..indexer.helpers import assistant, session_records, user
+
+WORDS = ["a", "b", "needle", "Needle", "café", "cafe", "x", "a-b"]
+QUERIES = ["a", "a a", "a b a", "a a a", "b a", "needle", "cafe", "x x", "a-b", "needle a"]
+
+_text = st.lists(st.sampled_from(WORDS), min_size=0, max_size=9).map(" ".join)
+_event = st.tuples(st.booleans(), _text, st.integers(0, 4))  # assistant?, text, time
+_corpus = st.lists(st.lists(_event, min_size=1, max_size=7), min_size=1, max_size=8)
+
+
+def _write(shards: ShardSet, corpus: list[list[tuple[bool, str, int]]]) -> None:
+    for i, events in enumerate(corpus):
+        made = [(assistant if is_assistant else user)(seq, text, time=time)
+                for seq, (is_assistant, text, time) in enumerate(events)]
+        shards.write_batch(session_records(f"s{i:02d}", made, created=i), {})
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow,
+                                                                 HealthCheck.function_scoped_fixture])
+@given(corpus=_corpus, query=st.sampled_from(QUERIES), limit=st.integers(1, 4),
+       floor=st.sampled_from([1, 2, 64]), shards_n=st.sampled_from([1, 3]),
+       filtered=st.booleans())
+def test_bounded_search_equals_the_brute_force_reference(
+        monkeypatch: pytest.MonkeyPatch, corpus: Any, query: str, limit: int, floor: int,
+        shards_n: int, filtered: bool) -> None:
+    # A tiny floor pass forces the boundary, growth and whole-result paths on small corpora.
+    monkeypatch.setattr(indexer.search, "FLOOR_MIN", floor)
+    monkeypatch.setattr(indexer.search, "FLOOR_FACTOR", 1 if floor < 64 else 4)
+    monkeypatch.setattr(indexer.search, "FILTERED_FACTOR", 1 if floor < 64 else 16)
+    filters = ([{"kind": "type", "values": ["assistant/message"]},
+                {"kind": "time", "from": 1, "to": 3}] if filtered else [])
+    with tempfile.TemporaryDirectory() as root, \
+            ShardSet(root, IndexConfig(shards=shards_n)) as shards:
+        _write(shards, corpus)
+        service = QueryService(shards)
+        events = reference_search.indexed_events(service)
+        expected = reference_search.search(events, query, event_filters=filters)
+        pages = drain_pages(lambda r: service.search_sessions(r, now_ms=0),
+                            {"query": query, "limit": limit, "eventFilters": filters})
+        assert [i["bestMatch"] for page in pages for i in page] == expected
+        within = reference_search.search(events, query, scope="events", session_id="s00",
+                                         event_filters=filters)
+        pages = drain_pages(lambda r: service.search_events(r, now_ms=0),
+                            {"sessionId": "s00", "query": query, "limit": limit,
+                             "filters": filters})
+        assert [i for page in pages for i in page] == within
+        service.close()
+
+
+def _counts(conn: Any, texts: list[str], query: str) -> list[tuple[int, int, int]]:
+    conn.execute("DROP TABLE IF EXISTS t")
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(text)")
+    conn.executemany("INSERT INTO t(rowid, text) VALUES (?, ?)", list(enumerate(texts)))
+    return [(int(r), int(m), int(h)) for r, m, h in conn.execute(
+        "SELECT rowid, recall_matches(t), length(highlight(t, 0, ?, '')) - length(text) FROM t"
+        " WHERE t MATCH ? ORDER BY rowid", (HIGHLIGHT_OPEN, query))]
+
+
+@pytest.mark.skipif(compiled_path() is None, reason="the compiled function was not built here")
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(["a", "b", "c"]), max_size=12).map(" ".join),
+                min_size=1, max_size=6),
+       st.lists(st.sampled_from(["a", "b", "c"]), min_size=1, max_size=4).map(" ".join),
+       st.booleans())
+def test_compiled_and_python_match_counts_equal_highlight_spans(texts: list[str], words: str,
+                                                                phrase: bool) -> None:
+    query = f'"{words}"' if phrase else words  # a phrase, or several phrases (implicit AND)
+    compiled, python = apsw.Connection(":memory:"), apsw.Connection(":memory:")
+    assert register(compiled) == "compiled"
+    assert register(python, compiled=False) == "python"
+    got_compiled, got_python = _counts(compiled, texts, query), _counts(python, texts, query)
+    assert got_compiled == got_python
+    assert all(m == h for _, m, h in got_compiled)
+
+
+_candidate = st.fixed_dictionaries({
+    "matches": st.integers(0, 3), "length": st.integers(0, 3), "time": st.integers(-2, 2),
+    "seq": st.integers(0, 3), "sessionId": st.sampled_from(["a", "B", "b", "é", "ab", "\U0001f600"]),
+})
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(_candidate, max_size=30))
+def test_sql_orders_exactly_like_the_python_keys(candidates: list[dict[str, Any]]) -> None:
+    conn = apsw.Connection(":memory:")
+    conn.execute("CREATE TABLE c(i INTEGER, mc INTEGER, len INTEGER, time INTEGER, seq INTEGER,"
+                 " sid TEXT)")
+    conn.executemany("INSERT INTO c VALUES (?, ?, ?, ?, ?, ?)",
+                     [(i, c["matches"], c["length"], c["time"], c["seq"], c["sessionId"])
+                      for i, c in enumerate(candidates)])
+    for order, scope in ((SESSION_ORDER, "sessions"), (EVENT_ORDER, "events")):
+        sql = [candidates[int(i)] for (i,) in conn.execute(
+            f"SELECT i FROM c ORDER BY {order_by(order)}, i")]
+        python = rank(candidates, scope)  # type: ignore[arg-type]
+        # Equal keys may come in any order; the key sequences must agree.
+        key = [(c["matches"], c["length"], c["time"], c["sessionId"] if scope == "sessions"
+                else None, c["seq"]) for c in sql]
+        assert key == [(c["matches"], c["length"], c["time"], c["sessionId"] if scope ==
+                        "sessions" else None, c["seq"]) for c in python]
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(_candidate, min_size=1, max_size=10))
+def test_spelled_out_keys_equal_the_derived_ones(candidates: list[dict[str, Any]]) -> None:
+    for c in candidates:
+        assert event_key(c) == sort_key(EVENT_ORDER)(c)
+        assert session_key(c) == sort_key(SESSION_ORDER)(c)
