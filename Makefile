@@ -46,7 +46,7 @@ lowest:
 	.venv-lowest/bin/python -m pip install -q --upgrade pip
 	$(PY) tests/packaging/lowest.py mcp > .venv-lowest/constraints.txt
 	.venv-lowest/bin/python -m pip install -q -c .venv-lowest/constraints.txt -e '.[test,mcp]'
-	.venv-lowest/bin/python -m pip freeze | grep -iE '^(faust-streaming|aiokafka|orjson|pydantic|pydantic-settings|zstandard|apsw|click|rich|filelock|detect-secrets|ahocorasick-rs|mcp)=='
+	.venv-lowest/bin/python -m pip freeze | grep -iE '^(faust-streaming|aiokafka|cramjam|orjson|pydantic|pydantic-settings|zstandard|apsw|click|rich|filelock|detect-secrets|ahocorasick-rs|watchfiles|mcp)=='
 	RECALL_TEST_BROKER=noida .venv-lowest/bin/pytest -m "not packaging"
 
 # The hostile-input suite with many more examples than the bounded default run of `make test`.

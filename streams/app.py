@@ -8,6 +8,7 @@ import faust
 
 from projections.errors import RecallError
 from streams.kafka.membership import instance_id
+from streams.kafka.producer import COMPRESSION
 from streams.settings import Settings
 from streams.topics import Topics
 
@@ -46,14 +47,20 @@ def faust_options(settings: Settings, *, flavor: BrokerFlavor = "kafka") -> dict
         # tansu's ListOffsets returns a batch's base offset + 1, so faust stops changelog
         # recovery early and silently loses table writes; one record per batch avoids it.
         options["producer_max_batch_size"] = 1
+    else:
+        # The changelog's batches compressed like every other output (streams.kafka.producer).
+        options["producer_compression_type"] = COMPRESSION
     return options
 
 
 def build_app(settings: Settings, *, flavor: BrokerFlavor | None = None,
               generation: int = 1) -> faust.App:
-    """A fresh faust App with the fold agent registered; nothing connects until it is started."""
+    """A fresh faust App with the fold agent registered; nothing connects until it is started.
+    Installs the seam's process-wide behaviours (streams.kafka.seam), which the fold relies on."""
     from streams.agents import register_fold_agent
+    from streams.kafka import seam
 
+    seam.install()
     if not settings.broker:
         raise RecallError("the Kafka runtime needs RECALL_BROKER (e.g. kafka://127.0.0.1:9092)",
                           code="STREAM_NO_BROKER")
@@ -61,5 +68,5 @@ def build_app(settings: Settings, *, flavor: BrokerFlavor | None = None,
     topics = Topics.of(settings, generation)
     app = faust.App(topics.fold_app_id, **faust_options(settings, flavor=chosen))
     # Exposed for the worker's stats line and for tests; faust Apps accept extra attributes.
-    app.fold_processor = register_fold_agent(app, settings, topics)  # type: ignore[attr-defined]
+    app.recall_fold = register_fold_agent(app, settings, topics)  # type: ignore[attr-defined]
     return app

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import base64
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,8 +18,10 @@ from projections.errors import (
     InputRejected,
 )
 from projections.events import CHUNK_ROW_TYPES, parse_event, parse_header
+from projections.fold import Replacement
 from projections.logformat import expand_chunk_row
-from projections.records import IndexRecord, record_from_json
+from projections.records import EventRecord, HeaderRecord, IndexRecord, record_from_json
+from projections.surfaces import Surface
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,17 +43,37 @@ class DecodedEvents:
 Decoded = DecodedHeader | DecodedEvents
 
 
-def decode_event_value(value: bytes | None, *, max_bytes: int) -> Decoded:
-    """Decode one events-topic record value; raises InputRejected with a stable INGEST_* code."""
+def split_segment(value: bytes | None) -> list[tuple[int, bytes | None]]:
+    """An events-topic record value → its lines as (index, bytes): a record is a segment, one
+    session's contiguous run of JSONL log lines joined by `\\n` (one line is a segment too).
+    The index counts every `\\n`-separated piece; blank pieces are skipped; a trailing `\\r` is
+    cut. A value with no line at all (None, empty, blank) is one line, to be rejected whole."""
     if value is None:
+        return [(0, None)]
+    if b"\n" not in value:
+        return [(0, value.rstrip(b"\r") or value)]
+    lines: list[tuple[int, bytes | None]] = [
+        (i, piece.rstrip(b"\r")) for i, piece in enumerate(value.split(b"\n")) if piece.strip()]
+    return lines or [(0, value)]
+
+
+def encode_segment(lines: Sequence[bytes]) -> bytes:
+    """One session's consecutive log lines (each without a newline) as one record value."""
+    return b"\n".join(lines)
+
+
+def decode_event_line(line: bytes | None, *, max_bytes: int) -> Decoded:
+    """Decode one line of an events-topic record; raises InputRejected with a stable INGEST_*
+    code."""
+    if line is None:
         raise InputRejected("record has no value (tombstones are not events)",
                             code=INGEST_SCHEMA_VIOLATION)
-    if len(value) > max_bytes:
-        raise InputRejected(f"record is {len(value)} bytes; the limit is {max_bytes}",
+    if len(line) > max_bytes:
+        raise InputRejected(f"line is {len(line)} bytes; the limit is {max_bytes}",
                             code=INGEST_OVERSIZED_EVENT)
     # Lossless, like the embedded ingest edge: lossy numbers, repeated keys and deep nesting
     # are rejected with the same codes, so both runtimes park the same records.
-    parsed = jsonwire.loads(value)
+    parsed = jsonwire.loads(line)
     if isinstance(parsed, dict) and parsed.get("type") == "session":
         return DecodedHeader(parse_header(parsed))
     if isinstance(parsed, dict) and parsed.get("type") in CHUNK_ROW_TYPES:
@@ -60,42 +82,109 @@ def decode_event_value(value: bytes | None, *, max_bytes: int) -> Decoded:
 
 
 def encode_event_value(line: Mapping[str, Any]) -> bytes:
-    """A header or event wire dict as an events-topic record value (what producers send)."""
+    """A header or event wire dict as one log line (a one-line segment, or part of one)."""
     return orjson.dumps(dict(line))
 
 
 # --- documents topic -------------------------------------------------------------------------
 
+#: Where an event document's raw event starts: `encode_document` writes it last, and `,"event":`
+#: cannot occur unescaped inside the string values before it.
+_EVENT_FIELD = b',"event":'
+
+
 def encode_document(record: IndexRecord) -> bytes:
-    """A header or event index record as a documents-topic value."""
-    return orjson.dumps(record.to_json())
+    """A header or event index record as one documents-topic line (JSON). An event's raw JSON
+    is embedded as it is (the last field), not parsed and written again."""
+    if isinstance(record, HeaderRecord):
+        return orjson.dumps(record.to_json())
+    return orjson.dumps({
+        "kind": "event", "sessionId": record.session_id, "seq": record.seq, "type": record.type,
+        "time": record.time, "surface": record.surface.value, "text": record.text,
+        "replacement": None if record.replacement is None else record.replacement.to_json(),
+        "event": orjson.Fragment(record.raw)})
 
 
-def decode_document(value: bytes) -> IndexRecord:
-    """Inverse of `encode_document`; raises InputRejected on bytes that are not a document."""
+def decode_document(value: bytes | None) -> IndexRecord:
+    """Inverse of `encode_document`; raises InputRejected on bytes that are not a document.
+    An event's raw JSON is taken as the bytes it was embedded as (what the index stores)."""
+    if value is None:
+        raise InputRejected("a documents record without a value", code=INGEST_SCHEMA_VIOLATION)
+    at = value.find(_EVENT_FIELD)
     try:
+        if at > 0 and value.endswith(b"}") and value[at + 9:at + 10] == b"{":
+            fields = orjson.loads(value[:at] + b"}")
+            if fields.get("kind") == "event":
+                return _event_document(fields, value[at + 9:-1])
         return record_from_json(orjson.loads(value))
     except (orjson.JSONDecodeError, KeyError, ValueError, TypeError) as exc:
         raise InputRejected(f"not a documents-topic record: {exc}",
                             code=INGEST_SCHEMA_VIOLATION) from None
 
 
+def _event_document(fields: Mapping[str, Any], raw: bytes) -> EventRecord:
+    rep = fields["replacement"]
+    replacement = None if rep is None else Replacement(
+        int(rep["seq"]), int(rep["start"]), int(rep["end"]),
+        tuple(int(s) for s in rep["shadowedSeqs"]))
+    return EventRecord(str(fields["sessionId"]), int(fields["seq"]), str(fields["type"]),
+                       int(fields["time"]), Surface(fields["surface"]), str(fields["text"]), raw,
+                       replacement)
+
+
 def document_key(record: IndexRecord) -> bytes:
-    """Compaction key of a document: `sessionId:seq`, or `sessionId:header` for the header."""
+    """Key of a document: `sessionId:seq`, or `sessionId:header` for the header."""
     suffix = getattr(record, "seq", "header")
     return f"{record.session_id}:{suffix}".encode()
+
+
+def pack_documents(records: Sequence[IndexRecord],
+                   max_bytes: int) -> Iterator[tuple[bytes, bytes]]:
+    """One session's consecutive documents → documents-topic (key, value) records: each value
+    the documents' JSON lines (at most `max_bytes`, a longer document alone), keyed by its
+    first document (`document_key`). A re-fold emits every later document again from some
+    document on, so under compaction each document's latest copy survives."""
+    run: list[bytes] = []
+    key = b""
+    size = 0
+    for record in records:
+        line = encode_document(record)
+        if run and size + 1 + len(line) > max_bytes:
+            yield key, b"\n".join(run)
+            run, size = [], 0
+        if not run:
+            key = document_key(record)
+        size += len(line) + (1 if run else 0)
+        run.append(line)
+    if run:
+        yield key, b"\n".join(run)
+
+
+def decode_documents(value: bytes | None) -> list[tuple[int, bytes | None,
+                                                        IndexRecord | InputRejected]]:
+    """A documents-topic value → (line index, line bytes, document or the rejection) per line."""
+    out: list[tuple[int, bytes | None, IndexRecord | InputRejected]] = []
+    for index, line in split_segment(value):
+        try:
+            out.append((index, line, decode_document(line)))
+        except InputRejected as exc:
+            out.append((index, line, exc))
+    return out
 
 
 # --- dead letters ----------------------------------------------------------------------------
 
 class DeadLetter(BaseModel):
-    """A rejected record, parked with its original bytes, source position and reason."""
+    """A rejected line, parked with its original bytes, source position and reason: `line` is
+    its index in the record (a segment of lines; 0 for a one-line record), `value` the bytes of
+    that line alone."""
 
     model_config = ConfigDict(frozen=True, populate_by_name=True)
 
     topic: str
     partition: int
     offset: int
+    line: int = 0
     key: str | None = Field(description="original key, base64")
     value: str | None = Field(description="original value, base64")
     code: str
@@ -103,8 +192,8 @@ class DeadLetter(BaseModel):
 
     @classmethod
     def of(cls, *, topic: str, partition: int, offset: int, key: bytes | None,
-           value: bytes | None, code: str, reason: str) -> DeadLetter:
-        return cls(topic=topic, partition=partition, offset=offset, key=_b64(key),
+           value: bytes | None, code: str, reason: str, line: int = 0) -> DeadLetter:
+        return cls(topic=topic, partition=partition, offset=offset, line=line, key=_b64(key),
                    value=_b64(value), code=code, reason=reason)
 
     def original_key(self) -> bytes | None:
@@ -127,8 +216,9 @@ def decode_dead_letter(value: bytes) -> DeadLetter:
 
 
 def dead_letter_key(letter: DeadLetter) -> bytes:
-    """Unique per source position, so a re-parked record (after a redelivery) is recognisable."""
-    return f"{letter.topic}:{letter.partition}:{letter.offset}".encode()
+    """Unique per source line (`topic:partition:offset:line`), so a line parked again after a
+    redelivery is recognisable."""
+    return f"{letter.topic}:{letter.partition}:{letter.offset}:{letter.line}".encode()
 
 
 # --- request / reply -------------------------------------------------------------------------

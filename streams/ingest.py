@@ -168,7 +168,7 @@ class _StoreFeed(LogBuilder):
 
 
 @dataclass(slots=True)
-class _Plan:
+class ReadPlan:
     """What to read from one source: the new lines' numbers and where the consumed part ends."""
 
     first_line: int
@@ -288,7 +288,7 @@ class Ingestor:
                             report)
             self.registry[key] = {**(seen or {}), **stamp, "format": kind}
             return
-        plan = self._plan(src, seen if consumed else None, whole=whole)
+        plan = plan_reading(src, seen if consumed else None, whole=whole)
         if kind == "dsh":
             entry: dict[str, Any] | None = self._ingest_native(
                 key, src, plan, seen if consumed else None, report)
@@ -314,54 +314,11 @@ class Ingestor:
                               "pending": plan.pending}
 
     def _detect(self, path: Path, text: bytes) -> str:
-        if self.detect is not None:
-            found = self.detect(path, text[:65536])
-            if found:
-                return found
-        first = text.split(b"\n", 1)[0]
-        try:
-            head = orjson.loads(first)
-        except orjson.JSONDecodeError:
-            return "unknown"
-        return "dsh" if isinstance(head, dict) and head.get("type") == "session" else "unknown"
-
-    @staticmethod
-    def _plan(src: SourceText, seen: dict[str, Any] | None, *, whole: bool = False) -> _Plan:
-        """Which lines to take. An unterminated last line is pending unless it already is a
-        whole JSON object (a writer that omits the final newline); after a stop (cap, corrupt
-        data) the bytes after the last newline belong to the parked remainder. A whole-document
-        format takes everything: its importer judges whether the document is complete."""
-        complete_lines = src.text.count(b"\n")
-        first = int(seen.get("lines", 0)) + 1 if seen else 1
-        tail = src.tail
-        stopped = src.over_limit or src.corrupt is not None or src.truncated_frame
-        tail_number = complete_lines + 1
-        tail_oversized = tail_number in src.oversized
-        if whole and tail and not stopped:
-            return _Plan(1, tail_number, src.total, src.full_digest, False, False)
-        if stopped or (not tail and not tail_oversized):
-            return _Plan(first, complete_lines, src.complete_end, src.complete_digest, False)
-        if tail and _is_whole_object(tail):
-            return _Plan(first, tail_number, src.total, src.full_digest, False, False)
-        return _Plan(first, complete_lines, src.complete_end, src.complete_digest, True)
-
-    @staticmethod
-    def _lines(src: SourceText, plan: _Plan) -> list[tuple[int, bytes | None]]:
-        """(number, bytes) of the planned non-blank lines; None for a line blanked as oversized."""
-        out: list[tuple[int, bytes | None]] = []
-        lines = src.text.split(b"\n")
-        for number in range(plan.first_line, plan.last_line + 1):
-            if number in src.oversized:
-                out.append((number, None))
-                continue
-            line = lines[number - 1].rstrip(b"\r")
-            if line.strip():
-                out.append((number, line))
-        return out
+        return detect_format(path, text, self.detect)
 
     # --- native logs ---------------------------------------------------------------------------
 
-    def _ingest_native(self, key: str, src: SourceText, plan: _Plan,
+    def _ingest_native(self, key: str, src: SourceText, plan: ReadPlan,
                        seen: dict[str, Any] | None, report: IngestReport) -> dict[str, Any]:
         header: dict[str, Any] | None = None
         stored: StoredSession | None = None
@@ -371,7 +328,7 @@ class Ingestor:
         feed = _StoreFeed(self.store, max_event_bytes=self.max_event_bytes, header=header,
                           stored=stored)
         feed.blocked = bool(seen and seen.get("blocked"))
-        for number, line in self._lines(src, plan):
+        for number, line in planned_lines(src, plan):
             report.lines += 1
             rejected, added, dups = len(feed.log.rejections), len(feed.log.events), feed.duplicates
             had_header = feed.log.header is not None
@@ -404,38 +361,11 @@ class Ingestor:
 
     # --- foreign formats -----------------------------------------------------------------------
 
-    def _screen(self, src: SourceText, plan: _Plan) -> tuple[bytes, list[Rejection]]:
-        """The text an importer gets: the planned lines, with lines that must not enter the log
-        (oversized, lossy JSON, too deep) blanked here and parked by this edge, so every format
-        gets the same rules. Malformed lines are left to the importer, which parks them."""
-        kept: list[bytes] = []
-        parked: list[Rejection] = []
-        for number, line in enumerate(src.text.split(b"\n")[:plan.last_line], start=1):
-            span = src.oversized.get(number)
-            if span is not None:
-                parked.append(Rejection(number, INGEST_OVERSIZED_EVENT,
-                                        f"line is {span.length} bytes; the limit is "
-                                        f"{self.max_event_bytes}", b"", digest=span.digest,
-                                        length=span.length, offset=span.offset))
-                kept.append(b"")
-                continue
-            if line.strip():
-                try:
-                    jsonwire.loads(line.rstrip(b"\r"))
-                except InputRejected as exc:
-                    if exc.code in (INGEST_LOSSY_JSON, INGEST_TOO_DEEP):
-                        parked.append(Rejection(number, exc.code, exc.message, line))
-                        kept.append(b"")
-                        continue
-            kept.append(line)
-        body = b"\n".join(kept)
-        return (body + b"\n" if kept and plan.terminated else body), parked
-
-    def _ingest_foreign(self, key: str, path: Path, src: SourceText, plan: _Plan, kind: str,
+    def _ingest_foreign(self, key: str, path: Path, src: SourceText, plan: ReadPlan, kind: str,
                         report: IngestReport) -> dict[str, Any] | None:
         """Foreign importers are deterministic and need no look-ahead, so a grown file re-imports
         whole and the store keeps only events it has not seen (exact duplicates skip)."""
-        text, screened = self._screen(src, plan)
+        text, screened = screen_foreign(src, plan, self.max_event_bytes)
         importer = self.importers[kind]
         # Optional on an importer: `whole_document` + `extend(stored, fresh) -> new events`, and
         # `settle_header(stored, fresh)` (a value recovered late keeps the first header).
@@ -443,7 +373,7 @@ class Ingestor:
             if getattr(importer, "whole_document", False) is True else None
         settle = getattr(importer, "settle_header", None)
         try:
-            imported = _checked(importer(text, key))
+            imported = checked_import(importer(text, key))
         except Exception as exc:  # an importer bug must not end the run or lose the file
             log_exception(exc, self.registry_path.parent,
                           context=f"importer {kind} failed on {key}")
@@ -510,7 +440,7 @@ class Ingestor:
             self.dead_letters.park(key, rejections, sid)  # the earlier lines' (idempotent)
         self._park(key, [r for r in screened if r.line in new_lines], None, report)
         self.dead_letters.park(key, screened, None)
-        taken = {n for n, _ in self._lines(src, plan)}
+        taken = {n for n, _ in planned_lines(src, plan)}
         parked_now = len(taken & (line_parked | {r.line for r in screened}))
         report.lines += len(taken)
         report.parked_lines += parked_now
@@ -528,22 +458,116 @@ class Ingestor:
                    *, stopped_at: int | None = None) -> None:
         """Park a whole source file: its bytes as on disk when they fit a record, else a bounded
         record (length and digest of the file; the bytes stay in the source)."""
-        size = path.stat().st_size
-        where = f" (reading stopped at decompressed offset {stopped_at})" \
-            if stopped_at is not None else ""
-        if size <= self.dead_letters.max_record_bytes:
-            rejection = Rejection(0, code, reason + where, path.read_bytes())
-        else:
-            digest = span_hasher()
-            with path.open("rb") as handle:
-                while chunk := handle.read(1 << 20):
-                    digest.update(chunk)
-            rejection = Rejection(0, code, f"{reason}{where} (file of {size} bytes kept as a "
-                                  "bounded record: length and digest)", b"",
-                                  digest=digest.hexdigest(), length=size, offset=0)
+        rejection = whole_file_rejection(path, code, reason, self.dead_letters.max_record_bytes,
+                                         stopped_at=stopped_at)
         report.lines += 1
         report.parked_lines += 1
         self._park(key, [rejection], None, report)
+
+
+# --- the edge's rules, shared by both runtimes' ingest (embedded above; Kafka: streams.kafka.client)
+
+
+def detect_format(path: Path, text: bytes,
+                  detect: Callable[[Path, bytes], str | None] | None) -> str:
+    """The format of a source: the importer registry's detection, else the native log (a
+    session header on line 1), else "unknown"."""
+    if detect is not None:
+        found = detect(path, text[:65536])
+        if found:
+            return found
+    first = text.split(b"\n", 1)[0]
+    try:
+        head = orjson.loads(first)
+    except orjson.JSONDecodeError:
+        return "unknown"
+    return "dsh" if isinstance(head, dict) and head.get("type") == "session" else "unknown"
+
+
+def plan_reading(src: SourceText, seen: dict[str, Any] | None, *,
+                 whole: bool = False) -> ReadPlan:
+    """Which lines to take. An unterminated last line is pending unless it already is a
+    whole JSON object (a writer that omits the final newline); after a stop (cap, corrupt
+    data) the bytes after the last newline belong to the parked remainder. A whole-document
+    format takes everything: its importer judges whether the document is complete."""
+    complete_lines = src.text.count(b"\n")
+    first = int(seen.get("lines", 0)) + 1 if seen else 1
+    tail = src.tail
+    stopped = src.over_limit or src.corrupt is not None or src.truncated_frame
+    tail_number = complete_lines + 1
+    tail_oversized = tail_number in src.oversized
+    if whole and tail and not stopped:
+        return ReadPlan(1, tail_number, src.total, src.full_digest, False, False)
+    if stopped or (not tail and not tail_oversized):
+        return ReadPlan(first, complete_lines, src.complete_end, src.complete_digest, False)
+    if tail and _is_whole_object(tail):
+        return ReadPlan(first, tail_number, src.total, src.full_digest, False, False)
+    return ReadPlan(first, complete_lines, src.complete_end, src.complete_digest, True)
+
+
+def planned_lines(src: SourceText, plan: ReadPlan) -> list[tuple[int, bytes | None]]:
+    """(number, bytes) of the planned non-blank lines; None for a line blanked as oversized."""
+    out: list[tuple[int, bytes | None]] = []
+    lines = src.text.split(b"\n")
+    for number in range(plan.first_line, plan.last_line + 1):
+        if number in src.oversized:
+            out.append((number, None))
+            continue
+        line = lines[number - 1].rstrip(b"\r")
+        if line.strip():
+            out.append((number, line))
+    return out
+
+
+def oversized_rejection(span: Span, limit: int) -> Rejection:
+    """A line blanked at read time for being over the cap, as a bounded record."""
+    return Rejection(span.line, INGEST_OVERSIZED_EVENT,
+                     f"line is {span.length} bytes; the limit is {limit}", b"",
+                     digest=span.digest, length=span.length, offset=span.offset)
+
+
+def screen_foreign(src: SourceText, plan: ReadPlan,
+                   max_event_bytes: int) -> tuple[bytes, list[Rejection]]:
+    """The text an importer gets: the planned lines, with lines that must not enter the log
+    (oversized, lossy JSON, too deep) blanked here and parked by this edge, so every format
+    gets the same rules. Malformed lines are left to the importer, which parks them."""
+    kept: list[bytes] = []
+    parked: list[Rejection] = []
+    for number, line in enumerate(src.text.split(b"\n")[:plan.last_line], start=1):
+        span = src.oversized.get(number)
+        if span is not None:
+            parked.append(oversized_rejection(span, max_event_bytes))
+            kept.append(b"")
+            continue
+        if line.strip():
+            try:
+                jsonwire.loads(line.rstrip(b"\r"))
+            except InputRejected as exc:
+                if exc.code in (INGEST_LOSSY_JSON, INGEST_TOO_DEEP):
+                    parked.append(Rejection(number, exc.code, exc.message, line))
+                    kept.append(b"")
+                    continue
+        kept.append(line)
+    body = b"\n".join(kept)
+    return (body + b"\n" if kept and plan.terminated else body), parked
+
+
+def whole_file_rejection(path: Path, code: str, reason: str, max_bytes: int, *,
+                         stopped_at: int | None = None) -> Rejection:
+    """A whole source file as one rejected record: its bytes as on disk when they fit
+    `max_bytes`, else a bounded record (length and digest of the file; the bytes stay in the
+    source)."""
+    size = path.stat().st_size
+    where = f" (reading stopped at decompressed offset {stopped_at})" \
+        if stopped_at is not None else ""
+    if size <= max_bytes:
+        return Rejection(0, code, reason + where, path.read_bytes())
+    digest = span_hasher()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return Rejection(0, code, f"{reason}{where} (file of {size} bytes kept as a bounded record: "
+                     "length and digest)", b"", digest=digest.hexdigest(), length=size, offset=0)
 
 
 def _is_whole_object(tail: bytes) -> bool:
@@ -553,7 +577,7 @@ def _is_whole_object(tail: bytes) -> bool:
         return False
 
 
-def _checked(imported: Any) -> list[tuple[dict[str, Any], list[dict[str, Any]], list[Rejection]]]:
+def checked_import(imported: Any) -> list[tuple[dict[str, Any], list[dict[str, Any]], list[Rejection]]]:
     """An importer's result, checked for the shape the edge relies on (else TypeError, which
     the caller treats as the importer failing). Events must also be lossless JSON values."""
     out = []

@@ -20,13 +20,14 @@ from streams.codec import (
     decode_request,
     encode_event_value,
     encode_reply,
+    encode_segment,
     error_reply,
     ok_reply,
 )
 from streams.kafka.fleet import fleet_cursor_key
 from streams.kafka.membership import instance_id
 from streams.kafka.query import CoordinatorBackend, RemoteQuery, run_sync
-from streams.kafka.rpc import TIMEOUT, Requester, parse_reply_to
+from streams.kafka.rpc import TIMEOUT, Requester, failure_reply, parse_reply_to
 from streams.operations import dispatch
 from streams.reference import number_events
 from streams.settings import Settings
@@ -53,6 +54,12 @@ class QueryCoordinator:
         self._slots = asyncio.Semaphore(CONCURRENCY)
         self._local = threading.local()  # each request's deadline, per handling thread
 
+    def switch(self, generation: int) -> None:
+        """Scatter to `generation`'s shard owners from the next request on (a request in
+        flight finishes with the generation it started with)."""
+        self.topics = Topics.of(self.settings, generation)
+        self.shard_topic = self.topics.shard_requests
+
     async def run(self, stop: asyncio.Event) -> None:
         self.loop = asyncio.get_running_loop()
         key = await fleet_cursor_key(self.bootstrap, self.settings.topic_prefix)
@@ -69,7 +76,7 @@ class QueryCoordinator:
             # No commits: a request is worth answering only now, and a commit failing during a
             # rebalance makes aiokafka rejoin under a new member id (static membership fences
             # the old one). Callers re-send on timeout.
-            enable_auto_commit=False, fetch_max_wait_ms=20,
+            enable_auto_commit=False, fetch_max_wait_ms=200,
             session_timeout_ms=int(self.settings.session_timeout_s * 1000),
             heartbeat_interval_ms=int(self.settings.heartbeat_s * 1000))
         await consumer.start()
@@ -119,12 +126,8 @@ class QueryCoordinator:
         except TimeoutError:
             return error_reply(request.id, TIMEOUT, f"{request.op}: not answered within the "
                                "deadline (no partial result)")
-        except RecallError as exc:
-            return error_reply(request.id, exc.code, exc.to_json()["message"])
         except Exception as exc:
-            log.exception("internal error in %s", request.op)
-            return error_reply(request.id, "RECALL_INTERNAL_ERROR",
-                               f"{request.op} failed inside the worker ({type(exc).__name__})")
+            return failure_reply(request.id, exc, self.settings.data_dir)
 
     # --- runs in a worker thread --------------------------------------------------------------
 
@@ -167,9 +170,10 @@ class QueryCoordinator:
         partition = shard_of(session_id, self.settings.shards)
 
         async def send() -> None:
-            for event in numbered:
-                await producer.send_and_wait(self.topics.events, encode_event_value(event),
-                                             key=session_id.encode("utf-8"), partition=partition)
+            # one segment: the appends land together or not at all
+            await producer.send_and_wait(
+                self.topics.events, encode_segment([encode_event_value(e) for e in numbered]),
+                key=session_id.encode("utf-8"), partition=partition)
 
         run_sync(self.loop, send(), self._remaining() + 1)
         return [int(e["seq"]) for e in numbered]

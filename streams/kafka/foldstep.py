@@ -1,20 +1,24 @@
-"""Transport: one events-topic record → fold-table writes, documents or a rejection (no Kafka).
+"""Transport: one events-topic record → fold-table writes, documents or rejections (no Kafka).
 
-The faust agent is a thin loop around `FoldProcessor.fold_record`; everything decided per record
-lives here so it is unit-testable with a dict as the table.
+A record is a segment: one session's contiguous run of log lines (streams.codec.split_segment).
+Each line is decided alone, exactly as if it had come in a record of its own: a bad line is
+rejected by itself and changes nothing, the lines around it fold as they would have. The fold
+loops are thin loops around `FoldProcessor.fold_record`; everything decided per line lives here
+so it is unit-testable with a dict as the table.
 
 Table layout, per session id `sid` (keys are `sid + "\\x00" + suffix`, so one session's keys all
 follow the session's partition):
   h          the session header (JSON)
   m, p<i>    the paged fold state of `projections.fold` (meta + pages); written meta last
   d          digests of the last DIGEST_WINDOW accepted events: `[first_seq, digest, ...]`
-An event therefore rewrites the meta, the page(s) it changed and the small digest window; a
-batch writes each of those once per session. Table bytes per event stay flat however long the
-session grows.
+An event changes the meta, the page(s) it touched and the small digest window; they are encoded
+once per record and written once per batch per session. Table bytes per event stay flat however
+long the session grows.
 
 One more key per events partition `k`, `"\\x00next\\x00<k>"`, holds the next events-topic offset
 the fold reads on that partition (written last in every batch, pinned to changelog partition k):
-the fold's own read position, recovered with the state it describes (see streams.agents).
+the fold's own read position, recovered with the state it describes (see
+streams.kafka.partitions and streams.kafka.folding).
 """
 
 from __future__ import annotations
@@ -39,11 +43,11 @@ from projections.errors import (
     InputRejected,
 )
 from projections.events import header_key_fields
-from projections.fold import SurfaceState, decode_state, encode_meta, encode_step, plan
+from projections.fold import SurfaceState, decode_state, encode_meta, encode_page, plan
 from projections.logformat import check_event_type
 from projections.records import HeaderRecord, IndexRecord, event_record
 from projections.redaction import NO_REDACTION, Redactor
-from streams.codec import DecodedHeader, decode_event_value
+from streams.codec import DecodedHeader, decode_event_line, split_segment
 
 SEP = "\x00"
 #: How many recent seqs per session keep a digest. Redelivered events older than this are
@@ -113,13 +117,54 @@ def decode_digests(raw: bytes | None, next_seq: int) -> tuple[int, tuple[str, ..
 
 @dataclass(slots=True)
 class FoldOutcome:
-    """What one record did. `writes` are table records to apply in order (None deletes);
-    `rejection` set means: park the record, change nothing."""
+    """What one line did. `writes` are table records to apply in order (None deletes);
+    `rejection` set means: park the line, change nothing."""
 
     writes: dict[str, bytes | None] = field(default_factory=dict)
     documents: list[IndexRecord] = field(default_factory=list)
     rejection: InputRejected | None = None
     duplicates: int = 0
+
+
+@dataclass(slots=True)
+class _Session:
+    """One session while the lines of a record fold: its state in memory, and what the table
+    must get once the record is done (a new header, the pages touched, digests, the meta)."""
+
+    sid: str
+    loaded: Loaded | None = None
+    header: bytes | None = None
+    dirty: set[int] = field(default_factory=set)
+    pages_seen: int = 0
+    changed: bool = False
+
+    def writes(self) -> dict[str, bytes | None]:
+        """The table records of the session's new state, the meta last (the commit point)."""
+        assert self.loaded is not None
+        state = self.loaded.state
+        out: dict[str, bytes | None] = {}
+        if self.header is not None:
+            out[table_key(self.sid, "h")] = self.header
+        for i in sorted(self.dirty):
+            if i < len(state.pages):
+                out[table_key(self.sid, f"p{i}")] = encode_page(state.pages[i])
+        for i in range(len(state.pages), self.pages_seen):
+            out[table_key(self.sid, f"p{i}")] = None
+        if self.loaded.digests:
+            out[table_key(self.sid, "d")] = encode_digests(self.loaded.first_seq,
+                                                           self.loaded.digests)
+        out[table_key(self.sid, "m")] = encode_meta(state)
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class LineOutcome:
+    """One line of a record: its index in the record, its bytes, and what it did (its writes
+    are already in the overlay the record was folded onto)."""
+
+    index: int
+    raw: bytes | None
+    outcome: FoldOutcome
 
 
 class FoldProcessor:
@@ -134,33 +179,72 @@ class FoldProcessor:
         self._cache: OrderedDict[str, Loaded] = OrderedDict()
         self.stats: Counter[str] = Counter()
 
-    def fold_record(self, view: StateView, key: bytes | None, value: bytes | None) -> FoldOutcome:
-        """Decide one record; never raises for bad input (it becomes `rejection`)."""
+    def fold_record(self, overlay: Overlay, key: bytes | None,
+                    value: bytes | None) -> list[LineOutcome]:
+        """Fold every line of one record onto `overlay`, in order; never raises for bad input.
+        Each line is decided against the state the lines before it left; the session's table
+        writes are encoded once, after the last line, and put in the overlay."""
+        lines = split_segment(value)
         try:
-            outcome = self._fold(view, key, value)
+            sid = _session_id(key)
         except InputRejected as exc:
-            self.stats[f"rejected:{exc.code}"] += 1
-            return FoldOutcome(rejection=exc)
-        self.stats["duplicates"] += outcome.duplicates
+            self.stats[f"rejected:{exc.code}"] += len(lines)
+            return [LineOutcome(index, raw, FoldOutcome(rejection=exc)) for index, raw in lines]
+        session = _Session(sid)
+        out = []
+        for index, raw in lines:
+            try:
+                outcome = self._fold_line(overlay, session, raw)
+            except InputRejected as exc:
+                self.stats[f"rejected:{exc.code}"] += 1
+                outcome = FoldOutcome(rejection=exc)
+            else:
+                self.stats["duplicates"] += outcome.duplicates
+            out.append(LineOutcome(index, raw, outcome))
+        if session.changed:
+            writes = session.writes()
+            overlay.put(writes)
+            assert session.loaded is not None
+            meta = writes[table_key(sid, "m")]
+            assert meta is not None
+            self._remember(sid, Loaded(meta, session.loaded.state, session.loaded.first_seq,
+                                       session.loaded.digests))
+        return out
+
+    def fold_line(self, view: StateView, key: bytes | None, value: bytes | None) -> FoldOutcome:
+        """Decide one line against `view` alone; its `writes` are the table records it changes
+        (meta last). For tests and one-off callers; loops use `fold_record`."""
+        overlay = Overlay(view)
+        lines = self.fold_record(overlay, key, value)
+        if len(lines) != 1:
+            raise ValueError("fold_line takes one line; fold_record takes a segment")
+        outcome = lines[0].outcome
+        if outcome.rejection is None:
+            outcome.writes = dict(overlay.drain())
         return outcome
 
-    def _fold(self, view: StateView, key: bytes | None, value: bytes | None) -> FoldOutcome:
-        sid = _session_id(key)
-        decoded = decode_event_value(value, max_bytes=self.max_event_bytes)
+    def _fold_line(self, view: StateView, session: _Session, raw: bytes | None) -> FoldOutcome:
+        decoded = decode_event_line(raw, max_bytes=self.max_event_bytes)
+        sid = session.sid
         if isinstance(decoded, DecodedHeader):
-            return self._fold_header(view, sid, decoded.header)
-        loaded = self._load(view, sid)
-        if loaded is None:
-            raise InputRejected(f"session {sid!r} has no header yet; the header record must come "
-                                "first", code=INGEST_MISSING_HEADER)
+            return self._fold_header(view, session, decoded.header)
+        if session.loaded is None:
+            session.loaded = self._load(view, sid)
+            if session.loaded is None:
+                raise InputRejected(f"session {sid!r} has no header yet; the header record must "
+                                    "come first", code=INGEST_MISSING_HEADER)
+            session.pages_seen = len(session.loaded.state.pages)
+        loaded = session.loaded
         state, first_seq, digests = loaded.state, loaded.first_seq, loaded.digests
+        dirty: list[int] = []
+        pages_seen = session.pages_seen
         out = FoldOutcome()
         for event in decoded.events:
-            raw = orjson.dumps(event) if decoded.packed else value
-            assert raw is not None
+            line = orjson.dumps(event) if decoded.packed else raw
+            assert line is not None
             check_event_type(event)
             seq = event["seq"]
-            mark = digest(raw)
+            mark = digest(line)
             if seq < state.next_seq:
                 self._check_duplicate(seq, mark, first_seq, digests)
                 out.duplicates += 1
@@ -173,38 +257,37 @@ class FoldProcessor:
             except FoldError as exc:
                 raise InputRejected(exc.message, code=INGEST_INVALID_SURFACE) from exc
             state = step.state
-            for suffix, page in encode_step(step).items():
-                out.writes[table_key(sid, suffix)] = page
+            dirty.extend(step.dirty_pages)
+            pages_seen = max(pages_seen, step.page_count_before)
             digests = (*digests, mark)[-DIGEST_WINDOW:]
             first_seq = state.next_seq - len(digests)
             out.documents.append(event_record(sid, event, step, redactor=self.redactor))
-        if out.documents:
-            meta_key = table_key(sid, "m")  # re-inserted so the meta is written last
-            meta = out.writes.pop(meta_key)
-            assert meta is not None
-            out.writes[table_key(sid, "d")] = encode_digests(first_seq, digests)
-            out.writes[meta_key] = meta
-            self._remember(sid, Loaded(meta, state, first_seq, digests))
+        if out.documents:  # the whole line was accepted: it becomes the session's state
+            session.loaded = Loaded(loaded.meta, state, first_seq, digests)
+            session.dirty.update(dirty)
+            session.pages_seen = pages_seen
+            session.changed = True
             self.stats["events"] += len(out.documents)
         return out
 
-    def _fold_header(self, view: StateView, sid: str, header: dict[str, Any]) -> FoldOutcome:
+    def _fold_header(self, view: StateView, session: _Session,
+                     header: dict[str, Any]) -> FoldOutcome:
+        sid = session.sid
         if header["id"] != sid:
             raise InputRejected(f"header id {header['id']!r} does not match the record key "
                                 f"{sid!r}", code=INGEST_SCHEMA_VIOLATION)
-        known = view.get(table_key(sid, "h"))
+        known = session.header if session.header is not None else view.get(table_key(sid, "h"))
         if known is not None:
             if header_key_fields(orjson.loads(known)) != header_key_fields(header):
                 raise InputRejected(f"session {sid!r} already has a different header",
                                     code=INGEST_HEADER_CONFLICT)
             return FoldOutcome(duplicates=1)
-        empty = SurfaceState()
         self.stats["headers"] += 1
-        meta = encode_meta(empty)
-        self._remember(sid, Loaded(meta, empty, 0, ()))
-        return FoldOutcome(writes={table_key(sid, "h"): orjson.dumps(header),
-                                   table_key(sid, "m"): meta},
-                           documents=[HeaderRecord(sid, header)])
+        session.header = orjson.dumps(header)
+        session.loaded = Loaded(b"", SurfaceState(), 0, ())
+        session.pages_seen = 0
+        session.changed = True
+        return FoldOutcome(documents=[HeaderRecord(sid, header)])
 
     def _check_duplicate(self, seq: int, mark: str, first_seq: int,
                          digests: tuple[str, ...]) -> None:

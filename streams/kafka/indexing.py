@@ -6,13 +6,11 @@ import asyncio
 import logging
 import time
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener, TopicPartition
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
-from aiokafka.errors import KafkaError
-from aiokafka.structs import OffsetAndMetadata
 
 from indexer import QueryService, ShardSet, SourceConflict
 from projections.errors import InputRejected, RecallError
@@ -20,18 +18,18 @@ from projections.records import IndexRecord
 from streams.codec import (
     DeadLetter,
     dead_letter_key,
-    decode_document,
+    decode_documents,
     decode_request,
     encode_dead_letter,
     encode_reply,
-    error_reply,
     ok_reply,
 )
 from streams.embedded import index_config
 from streams.kafka.fleet import ensure_fleet_topics, fleet_cursor_key
 from streams.kafka.membership import instance_id
+from streams.kafka.partitions import PartitionLoop
 from streams.kafka.query import answer_shard_request
-from streams.kafka.rpc import parse_reply_to
+from streams.kafka.rpc import failure_reply, parse_reply_to
 from streams.settings import Settings
 from streams.topics import Topics, bootstrap_servers, ensure_topics
 
@@ -46,57 +44,39 @@ def position_source(topic: str, partition: int) -> str:
     return f"{topic}:{partition}"
 
 
-class _ResumeFromShards(ConsumerRebalanceListener):  # type: ignore[misc]
-    """On assignment, seek each partition to the offset its shard recorded (not the group's
-    committed offset, which may lag the shard after a crash between the two commits, and is
-    another worker's after a partition moved here).
-
-    aiokafka starts fetching a new assignment from the committed offsets *before* it calls this
-    listener, so the index loop could index records fetched from there before the seek:
-    measured on tansu, a partition that moved back to a worker was indexed from the departed
-    worker's commit, past the sessions' headers. The loop therefore indexes a partition only
-    once this listener has named its resume point (`resume_at`)."""
+class _ShardRequestsFromNow(ConsumerRebalanceListener):  # type: ignore[misc]
+    """Shard requests older than an assignment were for the previous owner, past caring."""
 
     def __init__(self, indexer: DocumentIndexer) -> None:
         self.indexer = indexer
 
     async def on_partitions_revoked(self, revoked: Any) -> None:
-        for tp in revoked:
-            self.indexer.resume_at.pop(tp, None)
+        pass
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
-        consumer = self.indexer.consumer
         for tp in assigned:
             if tp.topic == self.indexer.shard_topic:
-                continue
-            position = self.indexer.shards.tracking_position(position_source(tp.topic,
-                                                                             tp.partition))
-            if position is None:
-                # No local shard for this partition (a new worker, or a partition that moved
-                # here): rebuild it from the start of the compacted documents topic, not from
-                # the previous owner's committed offset.
-                position = (await consumer.beginning_offsets([tp]))[tp]
-            consumer.seek(tp, position)
-            self.indexer.resume_at[tp] = position
-        for tp in assigned:
-            if tp.topic == self.indexer.shard_topic:
-                # Requests older than now were for the previous owner and are past caring.
-                await consumer.seek_to_end(tp)
+                await self.indexer.consumer.seek_to_end(tp)
 
 
 class DocumentIndexer:
-    """Consumes the documents topic into a ShardSet. For each fetched batch:
+    """Consumes the documents topic into a ShardSet, as a partition processor
+    (streams.kafka.partitions): each documents partition k is read in order from the position
+    shard k's tracking table recorded (from the partition's start when this worker has none,
+    never from the group's committed offset, which is another worker's after a partition
+    moved). For each fetched batch:
     1. decode documents (undecodable ones are parked in the dead letters);
     2. `write_batch` the records with positions `<topic>:<partition>` = next offset, in the
        shards' own SQLite transaction (a replay below that position changes nothing);
     3. only then commit the Kafka offsets.
+    The documents topic is compacted: a hole that persists after one seek back is read across.
 
     The same consumer reads `<p>.shard-requests` with the range assignor, so whoever owns
     documents partition k (and so shard k) also owns shard-requests partition k and answers the
     query coordinators' requests for shard k."""
 
     def __init__(self, settings: Settings, shards: ShardSet, *, group_id: str | None = None,
-                 fetch_max_wait_ms: int = 100, generation: int = 1) -> None:
+                 fetch_max_wait_ms: int = 200, generation: int = 1) -> None:
         if not settings.broker:
             raise ValueError("the index consumer needs RECALL_BROKER")
         if len(shards.shards) != settings.shards:
@@ -120,10 +100,7 @@ class DocumentIndexer:
         self.bootstrap = bootstrap
         self.shard_topic = self.topics.shard_requests
         self.query: QueryService | None = None
-        #: Per assigned documents partition, the offset the shards hold up to (set on
-        #: assignment from their tracking tables, then advanced by each written batch).
-        self.resume_at: dict[TopicPartition, int] = {}
-        self._resought: dict[TopicPartition, tuple[int, int]] = {}
+        self.loop = PartitionLoop(self.consumer, self, compacted=True)
 
     @classmethod
     def for_generation(cls, settings: Settings, generation: int) -> DocumentIndexer:
@@ -133,6 +110,13 @@ class DocumentIndexer:
         root = Topics.of(settings, generation).index_dir(settings.data_dir)
         return cls(settings, ShardSet(root, index_config(settings), key_dir=root,
                                       reset_outdated=True), generation=generation)
+
+    @property
+    def topic(self) -> str:
+        return self.topics.documents
+
+    def recorded(self, partition: int) -> int | None:
+        return self.shards.tracking_position(position_source(self.topic, partition))
 
     async def run(self, stop: asyncio.Event) -> None:
         """Index until `stop` is set."""
@@ -146,87 +130,45 @@ class DocumentIndexer:
         await self.consumer.start()
         try:
             self.consumer.subscribe([self.topics.documents, self.shard_topic],
-                                    listener=_ResumeFromShards(self))
+                                    listener=self.loop.listener(_ShardRequestsFromNow(self)))
             while not stop.is_set():
                 batches = await self.consumer.getmany(timeout_ms=200, max_records=BATCH_MAX)
-                requests = {tp: b for tp, b in batches.items() if tp.topic == self.shard_topic}
-                documents = {tp: b for tp, b in batches.items() if tp.topic != self.shard_topic}
-                if documents:
-                    await self.index(documents)
-                for messages in requests.values():
-                    for msg in messages:
-                        await self.answer(msg.value or b"")
+                await self.loop.step(batches)
+                for tp, messages in batches.items():
+                    if tp.topic == self.shard_topic:
+                        for msg in messages:
+                            await self.answer(msg.value or b"")
         finally:
             await self.consumer.stop()
             await self.producer.stop()
 
-    def _skips_ahead(self, tp: TopicPartition, messages: Sequence[Any]) -> bool:
-        """True (and the partition sought back) when a batch starts past the position the shard
-        recorded: indexing it would leave a hole (records fetched from the group's committed
-        offset before the listener's seek took effect). A jump that persists after one seek
-        back is compaction (those offsets no longer exist), and is accepted."""
-        recorded = self.resume_at[tp]
-        first = messages[0].offset
-        if first <= recorded:
-            self._resought.pop(tp, None)
-            return False
-        if self._resought.get(tp) == (recorded, first):
-            return False
-        self._resought[tp] = (recorded, first)
-        log.warning("%s:%s fetched from %s but the shard holds up to %s; seeking back",
-                    tp.topic, tp.partition, first, recorded)
-        self.consumer.seek(tp, recorded)
-        self.stats["resought"] += 1
-        return True
-
-    async def index(self, batches: dict[TopicPartition, Sequence[Any]]) -> None:
-        # A partition without a resume point was fetched before the assignment listener ran;
-        # its seek fetches these records again.
-        unplaced = [tp for tp in batches if tp not in self.resume_at]
-        self.stats["unplaced"] += sum(len(batches[tp]) for tp in unplaced)
-        batches = {tp: m for tp, m in batches.items()
-                   if tp in self.resume_at and not self._skips_ahead(tp, m)}
-        if not batches:
-            return
-        records: list[IndexRecord] = []
-        positions: dict[str, int] = {}
-        commits: dict[TopicPartition, OffsetAndMetadata] = {}
-        for tp, messages in batches.items():
-            for msg in messages:
-                try:
-                    records.append(decode_document(msg.value))
-                except InputRejected as exc:
-                    await self.park(msg, exc.code, exc.message)
-            next_offset = messages[-1].offset + 1
-            positions[position_source(tp.topic, tp.partition)] = next_offset
-            commits[tp] = OffsetAndMetadata(next_offset, "")
+    async def process(self, records: Sequence[Any], upto: Mapping[int, int]) -> None:
+        decoded: list[IndexRecord] = []
+        for msg in records:
+            for index, line, document in decode_documents(msg.value):
+                if isinstance(document, InputRejected):
+                    await self.park(msg, index, line, document.code, document.message)
+                else:
+                    decoded.append(document)
+        positions = {position_source(self.topic, p): offset for p, offset in upto.items()}
+        self.stats["indexed"] += len(decoded)
         try:
-            self.shards.write_batch(records, positions)
+            self.shards.write_batch(decoded, positions)
         except SourceConflict:
-            # One record disagrees with the shard; find it by writing one at a time.
-            await self._write_one_by_one(batches)
-        for tp, messages in batches.items():
-            self.resume_at[tp] = messages[-1].offset + 1
-        self.stats["indexed"] += len(records)
-        try:
-            await self.consumer.commit(commits)
-        except KafkaError as exc:
-            # The shard's tracking table is the resume point; a commit lost to a rebalance
-            # only delays the group's lag metric, so keep indexing.
-            log.info("offset commit skipped: %s", exc)
+            # One document disagrees with the shard; find it by writing one at a time.
+            await self._write_one_by_one(records)
 
-    async def _write_one_by_one(self, batches: dict[TopicPartition, Sequence[Any]]) -> None:
-        for tp, messages in batches.items():
-            for msg in messages:
-                position = {position_source(tp.topic, tp.partition): msg.offset + 1}
+    async def _write_one_by_one(self, records: Sequence[Any]) -> None:
+        for msg in records:
+            for index, line, document in decode_documents(msg.value):
+                if isinstance(document, InputRejected):
+                    continue  # parked already
                 try:
-                    record = decode_document(msg.value)
-                    self.shards.write_batch([record], position)
-                except InputRejected:
-                    self.shards.write_batch([], position)  # already parked above
+                    self.shards.write_batch([document], {})
                 except SourceConflict as exc:
-                    await self.park(msg, exc.code, exc.message)
-                    self.shards.write_batch([], position)
+                    await self.park(msg, index, line, exc.code, exc.message)
+            self.shards.write_batch([], {position_source(msg.topic, msg.partition):
+                                         msg.offset + 1})
 
     async def answer(self, value: bytes) -> None:
         """Answer one shard request from the local shard; errors become error replies."""
@@ -241,18 +183,15 @@ class DocumentIndexer:
         try:
             reply = ok_reply(request.id, answer_shard_request(self.shards, self.query, request.op,
                                                                request.args))
-        except RecallError as exc:
-            reply = error_reply(request.id, exc.code, exc.to_json()["message"])
         except Exception as exc:
-            log.exception("shard request %s failed", request.op)
-            reply = error_reply(request.id, "RECALL_INTERNAL_ERROR",
-                                f"{request.op} failed on the shard owner ({type(exc).__name__})")
+            reply = failure_reply(request.id, exc, self.settings.data_dir)
         topic, partition = parse_reply_to(request.reply_to)
         await self.producer.send_and_wait(topic, encode_reply(reply), partition=partition)
 
-    async def park(self, msg: Any, code: str, reason: str) -> None:
+    async def park(self, msg: Any, line: int, value: bytes | None, code: str,
+                   reason: str) -> None:
         letter = DeadLetter.of(topic=msg.topic, partition=msg.partition, offset=msg.offset,
-                               key=msg.key, value=msg.value, code=code, reason=reason)
+                               line=line, key=msg.key, value=value, code=code, reason=reason)
         await self.producer.send_and_wait(self.topics.dead_letter, encode_dead_letter(letter),
                                           key=dead_letter_key(letter), partition=msg.partition)
         self.stats[f"parked:{code}"] += 1

@@ -1,9 +1,19 @@
 """Transport: a worker obeying the fleet's generation lineup (the `<p>.control` topic).
 
-- the live generation changed: the worker restarts itself into the new one;
-- a generation is being built: an index worker also indexes its documents topic into its own
-  shard files (`kafka-index-g<n>/`), in that generation's consumer group;
-- a retired generation's retention window passed: its shard files (and, from a query worker,
+`LineupFollower` runs in the supervisor (streams.kafka.supervisor): the only consumer of the
+lineup that waits on it closely. On a change it
+- runs the fold role of the new live generation (a faust app's group and changelog are fixed
+  when it is built), promoting the standby it prepared while that generation was being built,
+  and only then stops the old one, so the switch costs no process start and no shutdown wait;
+- tells the other roles (SIGUSR1), whose `LineupWatcher` then reads the lineup at once.
+`LineupWatcher` runs in the index and query roles:
+- the live generation changed: `on_live_change(generation)` tells the role (the query role
+  scatters to it from its next request on);
+- an index role indexes the live generation and the one being built, each into its own shard
+  files (`kafka-index-g<n>/`) in that generation's consumer group, so when a built generation
+  goes live its indexer simply keeps running; the generation that stopped being live keeps
+  answering for `RETIRING_S` (coordinators that have not seen the swap yet still ask it);
+- a retired generation's retention window passed: its shard files (and, from a query role,
   its topics) are deleted.
 """
 
@@ -13,12 +23,14 @@ import asyncio
 import contextlib
 import logging
 import shutil
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
+from streams.kafka import seam
 from streams.kafka.fleet import LINEUP_KEY, Lineup, control_topic
 from streams.kafka.indexing import DocumentIndexer
 from streams.settings import Settings
@@ -27,6 +39,12 @@ from streams.topics import Topics, bootstrap_servers
 log = logging.getLogger("recall.lineup")
 #: How often a worker looks for retired generations whose retention window has ended.
 CLEANUP_EVERY_S = 2.0
+#: How long an index role keeps serving a generation after it stopped being live.
+RETIRING_S = 10.0
+#: Idle fetch wait of a role's lineup watcher (woken by the supervisor on a change) and of the
+#: supervisor's follower (the one that notices changes).
+WATCH_WAIT_MS = 5000
+FOLLOW_WAIT_MS = 200
 
 
 class LineupWatcher:
@@ -36,50 +54,64 @@ class LineupWatcher:
         self.settings = settings
         self.roles = tuple(roles)
         self.lineup = lineup
-        self.started_live = lineup.live
-        self.restart = False
-        self.on_live_change: Callable[[], None] = lambda: None
+        self.live = lineup.live
+        self.on_live_change: Callable[[int], None] = lambda generation: None
         self.bootstrap = bootstrap_servers(str(settings.broker))
-        self._building: dict[int, tuple[asyncio.Task[None], asyncio.Event]] = {}
+        #: The index role's indexers, per generation (live, building, retiring).
+        self.indexers: dict[int, tuple[DocumentIndexer, asyncio.Task[None], asyncio.Event]] = {}
+        self._retiring: dict[int, float] = {}
         self._next_cleanup = 0.0
+        self._failed: BaseException | None = None
+        self._consumer: AIOKafkaConsumer | None = None
+
+    def wake(self) -> None:
+        """The supervisor saw the lineup change: read it now (from the role's event loop)."""
+        if self._consumer is not None:
+            seam.wake(self._consumer)
 
     async def run(self, stop: asyncio.Event) -> None:
+        # A long idle wait: the supervisor wakes the watcher when the lineup changes.
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None,
-                                    enable_auto_commit=False, fetch_max_wait_ms=200)
+                                    enable_auto_commit=False, fetch_max_wait_ms=WATCH_WAIT_MS)
+        self._consumer = consumer
         await consumer.start()
         try:
             tp = TopicPartition(control_topic(self.settings.topic_prefix), 0)
             consumer.assign([tp])
             await consumer.seek_to_beginning(tp)
+            # Older lineups are history: only the latest as of the end counts (an old record
+            # read on its own would look like a change of the live generation).
+            caught_up = (await consumer.end_offsets([tp]))[tp]
             await self.obey(self.lineup)
+            latest: Lineup | None = None
             while not stop.is_set():
+                if self._failed is not None:
+                    raise self._failed  # the supervisor restarts the role
                 batch = await consumer.getmany(tp, timeout_ms=500)
-                latest = None
                 for record in batch.get(tp, []):
                     if record.key == LINEUP_KEY and record.value:
                         latest = Lineup.from_json(bytes(record.value))
-                if latest is not None:
-                    self.lineup = latest
-                    await self.obey(latest)
+                if latest is not None and await consumer.position(tp) >= caught_up:
+                    self.lineup, latest = latest, None
+                    await self.obey(self.lineup)
                 elif time.monotonic() >= self._next_cleanup:
-                    await self._clean_up(self.lineup)  # retention windows end between records
-                if self.restart:
-                    return
+                    # retention windows (and retiring generations' grace) end between records
+                    await self.obey(self.lineup)
         finally:
-            for task, task_stop in self._building.values():
+            for _, _, task_stop in self.indexers.values():
                 task_stop.set()
+            for _, task, _ in self.indexers.values():
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(task, 15)
             await consumer.stop()
 
     async def obey(self, lineup: Lineup) -> None:
-        if lineup.live != self.started_live:
-            if not self.restart:
-                self.restart = True
-                self.on_live_change()
-            return
+        if lineup.live != self.live:
+            self._retiring[self.live] = time.monotonic() + RETIRING_S
+            self.live = lineup.live
+            self.on_live_change(lineup.live)
         if "index" in self.roles:
-            self._follow_building(lineup)
+            self._follow(lineup)
         await self._clean_up(lineup)
 
     async def _clean_up(self, lineup: Lineup) -> None:
@@ -89,27 +121,32 @@ class LineupWatcher:
         if "query" in self.roles:
             await self._delete_expired_topics(lineup)
 
-    def _follow_building(self, lineup: Lineup) -> None:
-        wanted = {lineup.building} if lineup.building and lineup.building != lineup.live else set()
-        for generation in set(self._building) - wanted:
-            self._building.pop(generation)[1].set()
-        for generation in wanted - set(self._building):
+    def _follow(self, lineup: Lineup) -> None:
+        now = time.monotonic()
+        self._retiring = {g: until for g, until in self._retiring.items() if until > now}
+        wanted = {lineup.live, *self._retiring}
+        if lineup.building:
+            wanted.add(lineup.building)
+        for generation in set(self.indexers) - wanted:
+            self.indexers.pop(generation)[2].set()
+        for generation in sorted(wanted - set(self.indexers)):
             task_stop = asyncio.Event()
             indexer = DocumentIndexer.for_generation(self.settings, generation)
             task = asyncio.create_task(self._index(indexer, task_stop, generation))
-            self._building[generation] = (task, task_stop)
+            self.indexers[generation] = (indexer, task, task_stop)
 
-    @staticmethod
-    async def _index(indexer: Any, stop: asyncio.Event, generation: int) -> None:
+    async def _index(self, indexer: Any, stop: asyncio.Event, generation: int) -> None:
         try:
             await indexer.run(stop)
-        except Exception:
-            log.exception("indexing building generation %s failed", generation)
+        except Exception as exc:
+            log.exception("indexing generation %s failed", generation)
+            self._failed = exc
 
     def _expired(self, lineup: Lineup) -> list[int]:
         now_ms = int(time.time() * 1000)
         window_ms = self.settings.snapshot_retention_s * 1000
-        return [g for g, at in lineup.retired if now_ms - at >= window_ms and g != lineup.live]
+        return [g for g, at in lineup.retired if now_ms - at >= window_ms and g != lineup.live
+                and g not in self.indexers]
 
     def _remove_expired_shards(self, lineup: Lineup) -> None:
         for generation in self._expired(lineup):
@@ -135,3 +172,54 @@ class LineupWatcher:
                     await admin.delete_topics(doomed)
         finally:
             await admin.close()
+
+
+class LineupFollower:
+    """Tails the lineup for a supervisor (in a thread of its own) and calls `on_change(old,
+    new)` with every change after the lineup it started from."""
+
+    def __init__(self, settings: Settings, lineup: Lineup,
+                 on_change: Callable[[Lineup, Lineup], None]) -> None:
+        self.settings = settings
+        self.lineup = lineup
+        self.on_change = on_change
+        self.bootstrap = bootstrap_servers(str(settings.broker))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="recall-lineup", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        try:
+            asyncio.run(self._follow())
+        except Exception:
+            log.exception("following the lineup failed")
+
+    async def _follow(self) -> None:
+        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None,
+                                    enable_auto_commit=False, fetch_max_wait_ms=FOLLOW_WAIT_MS)
+        await consumer.start()
+        try:
+            tp = TopicPartition(control_topic(self.settings.topic_prefix), 0)
+            consumer.assign([tp])
+            await consumer.seek_to_beginning(tp)
+            caught_up = (await consumer.end_offsets([tp]))[tp]
+            latest: Lineup | None = None
+            while not self._stop.is_set():
+                batch = await consumer.getmany(tp, timeout_ms=500)
+                for record in batch.get(tp, []):
+                    if record.key == LINEUP_KEY and record.value:
+                        latest = Lineup.from_json(bytes(record.value))
+                if latest is not None and await consumer.position(tp) >= caught_up:
+                    if (latest.live, latest.building) != (self.lineup.live,
+                                                          self.lineup.building):
+                        old, self.lineup = self.lineup, latest
+                        self.on_change(old, latest)
+                    self.lineup, latest = latest, None
+        finally:
+            await consumer.stop()

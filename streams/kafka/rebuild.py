@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
@@ -29,16 +29,20 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.structs import OffsetAndMetadata
 
 from projections.errors import RecallError
-from streams.agents import fold_messages
 from streams.detectors import build_redactor
 from streams.kafka.fleet import Lineup, ensure_fleet_topics, publish_lineup, read_lineup
-from streams.kafka.foldstep import FoldProcessor, read_position
+from streams.kafka.folding import Fold
+from streams.kafka.foldstep import FoldProcessor
+from streams.kafka.partitions import PartitionLoop
+from streams.kafka.producer import batching_producer
 from streams.settings import Settings
 from streams.topics import Topics, bootstrap_servers, ensure_topics
 
 Progress = Callable[[int, int], None]
-#: Records folded per batch by the reindex job (one changelog write per session per batch).
+#: Records fetched at a time by the reindex job (segments: bounded by the fetch bytes too).
 BATCH_MAX = 5000
+#: Lines folded at a time (each run: its documents acked, then its table writes).
+JOB_CHUNK_LINES = 20000
 #: How long a job's lease outlives its last renewal (a killed job blocks others this long).
 LEASE_S = 10.0
 
@@ -123,80 +127,87 @@ class _ChangelogTable:
 
 async def fold_generation(settings: Settings, generation: int,
                           progress: Progress | None = None) -> int:
-    """Fold `<p>.events` from the generation's committed offsets (the start, first time) to
-    its end into the generation's documents topic and changelog; returns records folded."""
+    """Fold `<p>.events` from the positions recorded in the generation's fold table (read back
+    from its changelog; else its committed offsets; else the start) to its end into the
+    generation's documents topic and changelog; returns the lines folded."""
     bootstrap = bootstrap_servers(str(settings.broker))
     topics = Topics.of(settings, generation)
-    table = _ChangelogTable(AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all",
-                                             linger_ms=5), topics.changelog,
-                            await _read_table(bootstrap, topics))
-    processor = FoldProcessor(max_event_bytes=settings.max_event_bytes,
-                              redactor=build_redactor(settings))
-    # The faust fold of this generation will continue from these offsets after the swap.
+    # One record per producer batch: faust recovers this changelog after the swap up to the
+    # end ListOffsets reports, and tansu reports a batch's base offset + 1 (ENGINE.md) —
+    # measured at 200k events, the new fold recovered a fraction of the state and parked
+    # INGEST_MISSING_HEADER. With segments the changelog is a few records per session.
+    table = _ChangelogTable(batching_producer(bootstrap, acks="all", linger_ms=5,
+                                              max_batch_size=1),
+                            topics.changelog, await _read_table(bootstrap, topics))
+    fold = Fold(topics, table, table.write,
+                FoldProcessor(max_event_bytes=settings.max_event_bytes,
+                              redactor=build_redactor(settings)), table.producer)
+    # The group's commits follow the table's positions: the lag a reader of the group sees.
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=topics.fold_app_id,
                                 enable_auto_commit=False, auto_offset_reset="earliest",
                                 fetch_max_wait_ms=50, max_partition_fetch_bytes=8 << 20)
+    # commits follow the changelog's acks (flushed below), never run ahead of the table
+    loop = PartitionLoop(consumer, fold, commit=False, max_lines=JOB_CHUNK_LINES)
     await table.producer.start()
     await consumer.start()
-    folded = 0
     try:
         tps = [TopicPartition(topics.events, p) for p in range(topics.partitions)]
         consumer.assign(tps)
-        for tp in tps:
-            committed = await consumer.committed(tp)
-            if committed is None:
-                await consumer.seek_to_beginning(tp)
-            else:
-                consumer.seek(tp, committed)
-        starts = await _positions(consumer, tps)
-        reads = {tp.partition: offset for tp, offset in starts.items()}
+        committed = {tp.partition: offset for tp in tps
+                     if (offset := await consumer.committed(tp)) is not None}
+        placed = await loop.place(tps, starts=committed)
+        starts = {tp: placed[tp.partition] for tp in tps}
         ends = await consumer.end_offsets(tps)
         while True:
             total = sum(max(0, ends[tp] - starts[tp]) for tp in tps)
-            if not await _behind(consumer, ends):
+            batches = await consumer.getmany(timeout_ms=300, max_records=BATCH_MAX)
+            if not batches and not await _behind(consumer, ends):
+                # done when a fetch finds nothing and the reported ends are reached (not the
+                # ends alone: tansu's ListOffsets under-reports them, ENGINE.md)
                 later = await consumer.end_offsets(tps)
                 if later == ends:
                     break
                 ends = later  # events kept arriving: chase them
                 continue
-            batches = await consumer.getmany(timeout_ms=500, max_records=BATCH_MAX)
-            messages = [m for tp in sorted(batches) for m in batches[tp]]
-            if not messages:
-                continue
-            delivery = await fold_messages(table.producer, topics, table, table.write,
-                                           processor, messages, starts=reads)
-            await table.producer.flush()
-            # the table's positions, not the batch ends: a consumer seeks nothing by itself,
-            # but a resumed run's table may be ahead of its commits (killed in between)
-            await consumer.commit({tp: OffsetAndMetadata(position, "")
-                                   for tp in batches
-                                   if (position := read_position(table, tp.partition)) is not None})
-            for partition, offset in delivery.resume.items():
-                consumer.seek(TopicPartition(topics.events, partition), offset)
-            folded += len(messages)
+            if await loop.step(batches):
+                await table.producer.flush()
+                await _commit_recorded(consumer, fold, batches)
             if progress is not None:
                 positions = await _positions(consumer, tps)
                 progress(min(total, sum(positions[tp] - starts[tp] for tp in tps)), total)
-        return folded
+        return fold.lines
     finally:
         await consumer.stop()
         await table.producer.stop()
 
 
-async def committed_offsets(bootstrap: str, group: str, tps: list[TopicPartition]) -> dict[Any, int]:
-    """`group`'s committed offsets (0 where none), read once."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
-                                enable_auto_commit=False)
-    await consumer.start()
-    try:
-        return await _committed(consumer, tps)
-    finally:
-        await consumer.stop()
+async def _commit_recorded(consumer: AIOKafkaConsumer, fold: Fold,
+                           batches: Mapping[TopicPartition, Any]) -> None:
+    """The table's positions (now acked) as the job group's commits."""
+    await consumer.commit({tp: OffsetAndMetadata(position, "") for tp in batches
+                           if (position := fold.recorded(tp.partition)) is not None})
 
 
 async def _committed(consumer: AIOKafkaConsumer, tps: list[TopicPartition]) -> dict[Any, int]:
     # committed() asks the group coordinator every time (aiokafka does not cache it).
     return {tp: (await consumer.committed(tp)) or 0 for tp in tps}
+
+
+async def log_ends(consumer: AIOKafkaConsumer, tps: list[TopicPartition]) -> dict[Any, int]:
+    """Each partition's end as of now, read from the log itself: ListOffsets may under-report
+    it (tansu answers the last batch's base offset + 1; ENGINE.md), so whatever lies past the
+    reported end is fetched (a job that waited for the reported end swapped generations before
+    the last records were indexed)."""
+    ends = dict(await consumer.end_offsets(tps))
+    consumer.assign(tps)
+    for tp in tps:
+        consumer.seek(tp, ends[tp])
+    while True:
+        batches = await consumer.getmany(timeout_ms=300)
+        if not batches:
+            return ends
+        for tp, records in batches.items():
+            ends[tp] = max(ends[tp], records[-1].offset + 1)
 
 
 async def wait_caught_up(bootstrap: str, group: str, topic: str, partitions: int,
@@ -207,10 +218,10 @@ async def wait_caught_up(bootstrap: str, group: str, topic: str, partitions: int
     the group: it only reads offsets) serves every look."""
     tps = [TopicPartition(topic, p) for p in range(partitions)]
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
-                                enable_auto_commit=False)
+                                enable_auto_commit=False, fetch_max_wait_ms=100)
     await consumer.start()
     try:
-        ends = dict(await consumer.end_offsets(tps))
+        ends = await log_ends(consumer, tps)
         total = sum(ends.values())
         last, last_change = -1, time.monotonic()
         while True:
@@ -332,7 +343,7 @@ async def replay(settings: Settings, progress: Progress | None = None) -> dict[s
             await lease.publish(Lineup(live=target, building=None, replaying=True,
                                        retired=_retire(lineup, previous)))
         topics = Topics.of(settings, target)
-        events = await wait_caught_up(
+        await wait_caught_up(
             bootstrap, topics.fold_app_id, topics.events, topics.partitions, progress,
             what="the fold processors (rewound to the earliest offsets)",
             stall_s=settings.job_stall_s)
@@ -342,5 +353,5 @@ async def replay(settings: Settings, progress: Progress | None = None) -> dict[s
         await asyncio.shield(lease.abandon())
         raise
     await lease.release(replace(lease.lineup, replaying=False))
-    return {"generation": generation_name(target), "previous": generation_name(previous),
-            "eventsIndexed": events}
+    # The fleet folded it (the job only watched offsets): the caller counts the index's events.
+    return {"generation": generation_name(target), "previous": generation_name(previous)}

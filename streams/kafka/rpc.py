@@ -13,17 +13,21 @@ import contextlib
 import random
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
 from projections.errors import RecallError
-from streams.codec import Request, decode_reply, encode_request
+from streams.codec import Reply, Request, decode_reply, encode_request, error_reply
+from streams.errorlog import as_recall_error
+from streams.kafka import seam
 
 TIMEOUT = "RECALL_REQUEST_TIMEOUT"
-#: Fetch wait of request/reply consumers: the broker answers a long poll when data arrives
-#: (noida, Kafka) or after this long (tansu, ENGINE.md), so keep it small.
-FETCH_WAIT_MS = 20
+#: Fetch wait of an idle reply consumer: it bounds the fetches of an idle requester, and each
+#: request wakes the consumer first (streams.kafka.seam.wake: short waits while replies are
+#: due). tansu answers a long poll already sent only after it (ENGINE.md).
+FETCH_WAIT_MS = 500
 #: How long one attempt of a retried request waits before it is sent again.
 HOP_S = 4.0
 
@@ -37,6 +41,14 @@ class RequestTimeout(RecallError):
     and own every partition; the request was not answered partially."""
 
     code = TIMEOUT
+
+
+def failure_reply(request_id: str, exc: BaseException, data_dir: Path | None) -> Reply:
+    """The one mapping of a failed request to its error reply, through the edges' common one
+    (streams.errorlog.as_recall_error: a coded error keeps its code; SQLite damage, OS errors and
+    anything unexpected get theirs, unexpected ones logged with their traceback)."""
+    error = as_recall_error(exc, data_dir)
+    return error_reply(request_id, error.code, error.to_json()["message"])
 
 
 def parse_reply_to(reply_to: str) -> tuple[str, int]:
@@ -110,6 +122,8 @@ class Requester:
         self._pending[request_id] = future
         request = Request(id=request_id, replyTo=f"{self.replies_topic}:{self.partition}", op=op,
                           args=args, deadlineMs=int(deadline * 1000))
+        if self._consumer is not None:
+            seam.wake(self._consumer)
         try:
             await self.producer.send_and_wait(topic, encode_request(request), key=key,
                                               partition=partition)

@@ -80,6 +80,51 @@ async def read_topic(bootstrap: str, topic: str, *, expect: int, timeout_s: floa
     return out
 
 
+async def read_documents(bootstrap: str, topic: str, *, expect: int, timeout_s: float = 30.0,
+                         settle_s: float = 0.0, partitions: int = 4,
+                         worker: WorkerProcess | None = None) -> list[Record]:
+    """The documents of a documents topic, one Record per document (a topic record carries a
+    session's documents as JSON lines): `key` is the document's key (`sessionId:seq`), `value`
+    its line, `offset` its record's. Reads until `expect` distinct documents arrived."""
+    from streams.codec import decode_documents, document_key
+
+    def expand(records: list[Record]) -> list[Record]:
+        out = []
+        for r in records:
+            for _, line, document in decode_documents(r.value):
+                if isinstance(document, Exception):
+                    raise AssertionError(f"an undecodable document at {r}: {document}")
+                out.append(Record(r.topic, r.partition, r.offset, document_key(document), line))
+        return out
+
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+                                fetch_max_wait_ms=50, auto_offset_reset="earliest")
+    await consumer.start()
+    records: list[Record] = []
+    try:
+        tps = [TopicPartition(topic, p) for p in range(partitions)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        settle_until: float | None = None
+        while loop.time() < deadline:
+            if settle_until is None and len({r.key for r in expand(records)}) >= expect:
+                settle_until = loop.time() + settle_s
+            if settle_until is not None and loop.time() >= settle_until:
+                break
+            if worker is not None and worker.process.poll() is not None:
+                raise AssertionError(f"worker exited with {worker.process.returncode}:\n"
+                                     f"{worker.log_tail()}")
+            batches = await consumer.getmany(timeout_ms=100)
+            for tp, messages in batches.items():
+                records.extend(Record(tp.topic, tp.partition, m.offset, m.key, m.value)
+                               for m in messages)
+    finally:
+        await consumer.stop()
+    return expand(records)
+
+
 class _AsFaust(RoundRobinPartitionAssignor):  # type: ignore[misc]
     """Joins a faust app's group: brokers refuse a member whose protocol the group lacks."""
 
@@ -176,23 +221,22 @@ def _spawn(command: list[str], env: dict[str, str], log_path: Path) -> subproces
                                 stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
-async def _send_in_order(producer: Any, topic: str,
-                         records: Iterable[tuple[str, dict[str, Any]]]) -> None:
+async def _send_in_order(producer: Any, records: Iterable[tuple[str, dict[str, Any]]]) -> None:
     from streams.codec import encode_event_value
 
-    futures = [await producer.send(topic, encode_event_value(line), key=sid.encode("utf-8"))
-               for sid, line in records]
-    await asyncio.gather(*futures)
+    for sid, line in records:
+        await producer.send(sid, encode_event_value(line))
+    await producer.flush()
 
 
 def publish(recall: Any, records: Iterable[tuple[str, dict[str, Any]]]) -> None:
     """Produce (session id, header-or-event line) pairs to the events topic through the Kafka
-    client's producer, in order, keyed by session id (as `recall ingest` does)."""
+    client's producer (streams.kafka.producer.EventProducer: each session's consecutive lines
+    packed into segments), in order, as `recall ingest` does."""
     from streams.kafka.query import run_sync
 
     backend = recall.backend
-    run_sync(backend.loop, _send_in_order(backend._producer_started(), backend.topics.events,
-                                          list(records)), 60)
+    run_sync(backend.loop, _send_in_order(backend._producer_started(), list(records)), 60)
 
 
 def indexed_shards(data: Path) -> set[int]:
@@ -200,6 +244,9 @@ def indexed_shards(data: Path) -> set[int]:
     owned = set()
     for path in sorted((data / "kafka-index").glob("shard-*.sqlite")):
         with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as conn:
-            if conn.execute("SELECT count(*) FROM sessions").fetchone()[0]:
-                owned.add(int(path.stem.split("-")[1]))
+            try:
+                if conn.execute("SELECT count(*) FROM sessions").fetchone()[0]:
+                    owned.add(int(path.stem.split("-")[1]))
+            except sqlite3.OperationalError:
+                continue  # the worker is creating this shard right now
     return owned

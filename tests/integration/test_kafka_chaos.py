@@ -49,12 +49,15 @@ def _waves(logs: dict[str, list[dict[str, Any]]]) -> list[list[tuple[str, dict[s
 
 
 class _Stream(threading.Thread):
-    """Publishes the waves with random pauses from its own client, so kills land mid-flow."""
+    """Publishes the waves with random pauses from its own client, so kills land mid-flow.
+    With a `gate`, the stream holds before wave `WAVES // 2` until the gate opens (so a step
+    of the test lands mid-flow however slowly the machine starts processes)."""
 
     def __init__(self, settings: Settings, logs: dict[str, list[dict[str, Any]]],
-                 seed: int) -> None:
+                 seed: int, gate: threading.Event | None = None) -> None:
         super().__init__(daemon=True)
         self.settings, self.waves, self.rng = settings, _waves(logs), random.Random(seed)
+        self.gate = gate
         self.sent = 0
         self.error: BaseException | None = None
 
@@ -62,6 +65,8 @@ class _Stream(threading.Thread):
         try:
             with Recall.connect(str(self.settings.broker), settings=self.settings) as recall:
                 for wave in self.waves:
+                    if self.gate is not None and self.sent == WAVES // 2:
+                        self.gate.wait(120)
                     publish(recall, wave)
                     self.sent += 1
                     time.sleep(self.rng.uniform(0.2, 1.2))
@@ -124,7 +129,10 @@ def test_adding_and_removing_a_worker_under_load_keeps_the_index_exact(
     logs = fleet(SESSIONS, EVENTS, prefix="rebalance")
     expected = _expected_digest(tmp_path, logs)
     first = worker_factory()
-    stream = _Stream(settings, logs, seed=2)
+    # the stream holds at half way until the new worker indexes (measured: a worker's start
+    # took 2 s on an idle machine, 20 s while other suites ran, longer than the whole stream)
+    joined = threading.Event()
+    stream = _Stream(settings, logs, seed=2, gate=joined)
     stream.start()
     time.sleep(1.0)
     second = worker_factory()  # joins while waves arrive: partitions move to it
@@ -132,7 +140,9 @@ def test_adding_and_removing_a_worker_under_load_keeps_the_index_exact(
     while not indexed_shards(tmp_path / "data-1") and time.monotonic() < deadline:
         time.sleep(0.2)
     assert indexed_shards(tmp_path / "data-1"), second.log_tail()
-    assert stream.sent < WAVES, "the new worker took partitions only after the load ended"
+    sent_at_join = stream.sent
+    joined.set()
+    assert sent_at_join < WAVES, "the new worker took partitions only after the load ended"
     assert second.stop(signal.SIGTERM) == 0  # and leaves while waves still arrive
     stream.join(timeout=120)
     assert stream.error is None, stream.error

@@ -25,7 +25,13 @@ from projections.records import EventRecord, HeaderRecord
 from streams.codec import decode_dead_letter, decode_document
 from streams.settings import Settings
 from streams.topics import Topics, ensure_topics
-from tests.integration.kafkaio import Record, commit_group, produce, read_topic
+from tests.integration.kafkaio import (
+    Record,
+    commit_group,
+    produce,
+    read_documents,
+    read_topic,
+)
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
 
@@ -103,7 +109,7 @@ def test_sessions_fold_to_documents_and_bad_records_to_dead_letters(
     run(produce(bootstrap, topics.events, [(b"s-a", line(user(6, "s-a still alive")))]))
 
     expected_docs = len(good) + len(compacted) + 1
-    docs = run(read_topic(bootstrap, topics.documents, expect=expected_docs, settle_s=1.5,
+    docs = run(read_documents(bootstrap, topics.documents, expect=expected_docs, settle_s=1.5,
                           worker=worker))
     first_doc_s = time.monotonic() - started
     letters = run(read_topic(bootstrap, topics.dead_letter, expect=len(bad), settle_s=0.5))
@@ -155,7 +161,7 @@ def test_restart_recovers_fold_state_from_the_changelog(
     first = worker_factory(("fold",))  # this file tests the fold role alone
     wave1 = session("r-1", 5) + session("r-2", 4)
     run(produce(bootstrap, topics.events, wave1))
-    docs = run(read_topic(bootstrap, topics.documents, expect=len(wave1), worker=first))
+    docs = run(read_documents(bootstrap, topics.documents, expect=len(wave1), worker=first))
     assert len(docs) == len(wave1), first.log_tail()
     time.sleep(1.0)  # let the changelog writes after the document acks reach the broker
     assert first.stop(signal.SIGTERM) == 0, first.log_tail()
@@ -168,7 +174,7 @@ def test_restart_recovers_fold_state_from_the_changelog(
              (b"r-1", line(user(2, "different content for seq 2"))),
              (b"r-2", line(user(9, "a gap")))]
     run(produce(bootstrap, topics.events, wave2))
-    docs = run(read_topic(bootstrap, topics.documents, expect=len(wave1) + 2, settle_s=1.0,
+    docs = run(read_documents(bootstrap, topics.documents, expect=len(wave1) + 2, settle_s=1.0,
                           worker=second))
     letters = run(read_topic(bootstrap, topics.dead_letter, expect=2, settle_s=0.5))
     new = [decode_document(r.value or b"") for r in docs]
@@ -195,7 +201,7 @@ def test_the_fold_resumes_at_its_table_positions_when_commits_ran_ahead(
     first = worker_factory(("fold",))
     wave1 = session("c-1", 3) + session("c-2", 3) + session("c-3", 3)
     run(produce(bootstrap, topics.events, wave1))
-    docs = run(read_topic(bootstrap, topics.documents, expect=len(wave1), worker=first))
+    docs = run(read_documents(bootstrap, topics.documents, expect=len(wave1), worker=first))
     assert len(docs) == len(wave1), first.log_tail()
     time.sleep(1.0)  # let the changelog writes after the document acks reach the broker
     assert first.stop(signal.SIGTERM) == 0, first.log_tail()
@@ -212,7 +218,7 @@ def test_the_fold_resumes_at_its_table_positions_when_commits_ran_ahead(
     assert sum(committed.values()) == len(wave1) + len(wave2)
 
     second = worker_factory(("fold",))
-    docs = run(read_topic(bootstrap, topics.documents, expect=len(wave1) + len(wave2),
+    docs = run(read_documents(bootstrap, topics.documents, expect=len(wave1) + len(wave2),
                           settle_s=1.0, worker=second))
     seqs = {(d.session_id, d.seq) for d in (decode_document(r.value or b"") for r in docs)
             if isinstance(d, EventRecord)}

@@ -4,6 +4,7 @@ stops, its partitions move and the new owner rebuilds the shards from `<p>.docum
 from __future__ import annotations
 
 import signal
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,6 +15,7 @@ from factories import header, user
 
 from streams.facade import Recall
 from streams.settings import Settings
+from streams.topics import Topics
 from tests.integration.kafkaio import WorkerProcess, indexed_shards, publish
 from tests.integration.test_kafka_contract import expected_counts, wait_indexed
 
@@ -24,14 +26,18 @@ def test_two_workers_split_partitions_and_survive_one_leaving(
         settings: Settings, worker_factory: Callable[[], WorkerProcess], tmp_path: Path) -> None:
     files, expected, _ = embedded_expectation(tmp_path)
     first, second = worker_factory(), worker_factory()
+    # both index roles read partitions of their own before anything is published (the
+    # pipeline is fast enough that one worker alone would index everything otherwise)
+    documents = Topics.of(settings).documents
+    _until(lambda: all(_reading(w, documents) for w in (first, second))
+           and _reading(first, documents) != _reading(second, documents), first)
     with Recall.connect(str(settings.broker), settings=settings) as recall:
         recall.ingest(files)
         wait_indexed(recall, expected_counts(files), first)
         assert orjson.dumps(answers(recall)) == orjson.dumps(expected)
         # each worker indexed only its own partitions: the shards are split between them
         owned = [indexed_shards(tmp_path / f"data-{n}") for n in (0, 1)]
-        # (a partition can move while the second worker joins, so the two may overlap)
-        assert owned[0] and owned[1] and owned[0] != owned[1], owned
+        assert owned[0] and owned[1] and not owned[0] & owned[1], owned
         # one worker leaves; the other takes its partitions over and rebuilds those shards
         assert second.stop(signal.SIGTERM) == 0
         late = tmp_path / "late.jsonl"
@@ -55,3 +61,19 @@ def test_two_workers_split_partitions_and_survive_one_leaving(
         assert len(recall.search_sessions("quokka", limit=100)["items"]) == len(counts)
         # the remaining worker now holds every shard, the moved ones rebuilt from documents
         assert indexed_shards(tmp_path / "data-0") == owned[0] | owned[1]
+
+
+def _reading(worker: WorkerProcess, topic: str) -> list[int] | None:
+    """The partitions of `topic` the worker's index role said it reads last (None: none yet)."""
+    last = None
+    for line in worker.log_path.read_text(errors="replace").splitlines():
+        if f"{topic}: reading partitions " in line:
+            last = orjson.loads(line.split("reading partitions ", 1)[1].split(" (from")[0])
+    return last or None
+
+
+def _until(condition: Callable[[], bool], worker: WorkerProcess, timeout_s: float = 90) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, worker.log_tail()
+        time.sleep(0.2)

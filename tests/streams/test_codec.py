@@ -25,7 +25,8 @@ from streams.codec import (
     dead_letter_key,
     decode_dead_letter,
     decode_document,
-    decode_event_value,
+    decode_documents,
+    decode_event_line,
     decode_reply,
     decode_request,
     document_key,
@@ -34,8 +35,11 @@ from streams.codec import (
     encode_event_value,
     encode_reply,
     encode_request,
+    encode_segment,
     error_reply,
     ok_reply,
+    pack_documents,
+    split_segment,
 )
 
 LIMIT = 4096
@@ -43,23 +47,23 @@ LIMIT = 4096
 
 def rejected(value: bytes | None, limit: int = LIMIT) -> str:
     with pytest.raises(InputRejected) as info:
-        decode_event_value(value, max_bytes=limit)
+        decode_event_line(value, max_bytes=limit)
     return info.value.code
 
 
 def test_header_and_event_decode_to_their_wire_dicts() -> None:
-    decoded = decode_event_value(encode_event_value(header("s1", cwd="/w")), max_bytes=LIMIT)
+    decoded = decode_event_line(encode_event_value(header("s1", cwd="/w")), max_bytes=LIMIT)
     assert decoded == DecodedHeader({"type": "session", "version": 0, "id": "s1",
                                      "createdAt": 1_700_000_000_000, "cwd": "/w"})
     event = user(0, "hello")
-    assert decode_event_value(orjson.dumps(event), max_bytes=LIMIT) == DecodedEvents(
+    assert decode_event_line(orjson.dumps(event), max_bytes=LIMIT) == DecodedEvents(
         (event,), packed=False)
 
 
 def test_chunk_row_expands_to_its_events() -> None:
     row = {"type": "text-chunks", "seq0": 4, "time0": 100,
            "members": [{"dt": 0, "data": {"t": "a"}}, {"dt": 5, "data": {"t": "b"}}]}
-    decoded = decode_event_value(orjson.dumps(row), max_bytes=LIMIT)
+    decoded = decode_event_line(orjson.dumps(row), max_bytes=LIMIT)
     assert isinstance(decoded, DecodedEvents) and decoded.packed
     assert [(e["seq"], e["time"]) for e in decoded.events] == [(4, 100), (5, 105)]
 
@@ -102,7 +106,7 @@ def test_dead_letter_keeps_original_bytes_and_position() -> None:
     back = decode_dead_letter(encode_dead_letter(letter))
     assert back == letter
     assert back.original_key() == b"s\xff" and back.original_value() == b"\x00{bad"
-    assert dead_letter_key(back) == b"p.events:2:41"
+    assert dead_letter_key(back) == b"p.events:2:41:0"
     assert DeadLetter.of(topic="t", partition=0, offset=0, key=None, value=None, code="C",
                          reason="r").original_value() is None
 
@@ -134,3 +138,61 @@ def test_unreadable_requests_are_rejected(value: bytes, code: str) -> None:
     with pytest.raises(InputRejected) as info:
         decode_request(value)
     assert info.value.code == code
+
+
+def test_a_record_value_is_a_segment_of_lines_with_their_indexes() -> None:
+    one = orjson.dumps(user(0, "a"))
+    two = orjson.dumps(user(1, "b"))
+    assert split_segment(one) == [(0, one)]
+    assert split_segment(encode_segment([one, two])) == [(0, one), (1, two)]
+    # blank pieces keep their place in the numbering; CR before LF is cut; a final LF is fine
+    assert split_segment(one + b"\r\n\n  \n" + two + b"\n") == [(0, one), (3, two)]
+    # nothing to split is still one line, so it is parked, never dropped
+    assert split_segment(None) == [(0, None)]
+    assert split_segment(b"") == [(0, b"")] and split_segment(b"\n \n") == [(0, b"\n \n")]
+
+
+def test_the_size_limit_applies_per_line_of_a_segment() -> None:
+    small = orjson.dumps(user(0, "x" * 10))
+    segment = encode_segment([small] * 100)
+    assert len(segment) > LIMIT
+    assert [decode_event_line(line, max_bytes=LIMIT) for _, line in split_segment(segment)] \
+        == [DecodedEvents((user(0, "x" * 10),), packed=False)] * 100
+
+
+def test_a_dead_letter_names_the_line_of_its_record() -> None:
+    letter = DeadLetter.of(topic="p.events", partition=1, offset=7, line=3, key=b"s",
+                           value=b"{bad", code=INGEST_MALFORMED_JSON, reason="malformed")
+    back = decode_dead_letter(encode_dead_letter(letter))
+    assert back.line == 3 and dead_letter_key(back) == b"p.events:1:7:3"
+    assert orjson.loads(encode_dead_letter(letter))["line"] == 3
+
+
+def test_a_sessions_documents_travel_as_json_lines_keyed_by_the_first() -> None:
+    head = HeaderRecord("s1", header("s1"))
+    events = [EventRecord("s1", seq, "user/message", 1000 + seq, Surface.CURRENT, f"q{seq}",
+                          orjson.dumps(user(seq, f"q{seq}"))) for seq in range(5)]
+    packed = list(pack_documents([head, *events], max_bytes=10_000))
+    assert [key for key, _ in packed] == [b"s1:header"]
+    assert [doc for _, _, doc in decode_documents(packed[0][1])] == [head, *events]
+    small = list(pack_documents(events, max_bytes=len(encode_document(events[0])) * 2 + 1))
+    assert [key for key, _ in small] == [b"s1:0", b"s1:2", b"s1:4"]
+    assert [d for _, value in small for _, _, d in decode_documents(value)] == events
+
+
+def test_a_bad_document_line_is_reported_with_its_index() -> None:
+    good = encode_document(HeaderRecord("s1", header("s1")))
+    decoded = decode_documents(good + b"\n{nope")
+    assert decoded[0][2] == HeaderRecord("s1", header("s1"))
+    index, line, problem = decoded[1]
+    assert (index, line) == (1, b"{nope") and isinstance(problem, InputRejected)
+
+
+def test_an_event_documents_raw_json_comes_back_as_the_same_bytes() -> None:
+    raw = b'{"type":"user/message","seq":3,"time":1,"data":{"t":",\\"event\\":{}"}}'
+    tricky = EventRecord("s1", 3, "user/message", 1, Surface.CURRENT, 'a ,"event": b', raw,
+                         Replacement(3, 0, 1, (0, 1)))
+    line = encode_document(tricky)
+    assert orjson.loads(line)["event"] == orjson.loads(raw)
+    back = decode_document(line)
+    assert back == tricky and isinstance(back, EventRecord) and back.raw == raw

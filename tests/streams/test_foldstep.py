@@ -40,7 +40,7 @@ class Harness:
 
     def feed(self, value: dict[str, Any] | bytes, key: bytes | None = SID) -> FoldOutcome:
         raw = value if isinstance(value, bytes) else orjson.dumps(value)
-        out = self.processor.fold_record(self.table, key, raw)
+        out = self.processor.fold_line(self.table, key, raw)
         for k, v in out.writes.items():
             if v is None:
                 self.table.pop(k, None)
@@ -151,7 +151,7 @@ def test_per_event_writes_stay_flat_as_the_session_grows() -> None:
 def test_a_torn_append_is_undone_on_load() -> None:
     h = started(3)
     meta_before = h.table[table_key("s1", "m")]
-    out = h.processor.fold_record(h.table, SID, orjson.dumps(user(3, "q3")))
+    out = h.processor.fold_line(h.table, SID, orjson.dumps(user(3, "q3")))
     # Crash after the page was written, before the meta: the page has a node the meta lacks.
     for k, v in out.writes.items():
         if not k.endswith(SEP + "m"):
@@ -183,3 +183,50 @@ def test_overlay_reads_pending_writes_and_drains_meta_last() -> None:
     assert drained[-1] == ("a\x00m", b"new")
     assert dict(drained) == {"a\x00m": b"new", "a\x00d1": b"1:x", "a\x00p1": None}
     assert overlay.pending == {}
+
+
+# -- segments: a record carries one session's run of lines -----------------------------------
+
+def _segment(*lines: dict[str, Any] | bytes) -> bytes:
+    return b"\n".join(x if isinstance(x, bytes) else orjson.dumps(x) for x in lines)
+
+
+def test_a_segment_folds_exactly_as_its_lines_sent_one_per_record() -> None:
+    log = [header("s1"), user(0, "a"), assistant(1, "b"), tool_result(2, "c"),
+           log_only(3, "compaction/start"), log_only(4, "compaction/summary"),
+           checkpoint(5, "summary", 0, 2, [3, 4, 0, 1, 2]), user(6, "after")]
+    singles = Harness()
+    single_docs = [d for line in log for d in singles.feed(line).documents]
+    table: dict[str, bytes] = {}
+    overlay = Overlay(table)
+    processor = FoldProcessor(max_event_bytes=4096)
+    lines = processor.fold_record(overlay, SID, _segment(*log[:3]))
+    lines += processor.fold_record(overlay, SID, _segment(*log[3:]))
+    assert [line.index for line in lines] == [0, 1, 2, 0, 1, 2, 3, 4]
+    assert [d for line in lines for d in line.outcome.documents] == single_docs
+    table.update({k: v for k, v in overlay.drain() if v is not None})
+    assert table == singles.table
+
+
+def test_a_bad_line_inside_a_segment_is_rejected_alone_with_its_index() -> None:
+    h = started(2)
+    overlay = Overlay(h.table)
+    lines = h.processor.fold_record(overlay, SID, _segment(
+        user(2, "q2"), b"{not json", user(2, "conflicting q2"), user(3, "q3")))
+    assert [(line.index, line.outcome.rejection.code if line.outcome.rejection else None)
+            for line in lines] == [(0, None), (1, "INGEST_MALFORMED_JSON"),
+                                   (2, INGEST_DUPLICATE_CONFLICT), (3, None)]
+    assert lines[1].raw == b"{not json"
+    assert [d.seq for line in lines for d in line.outcome.documents] == [2, 3]
+
+
+def test_a_segment_redelivered_is_all_duplicates() -> None:
+    h = started(1)
+    segment = _segment(user(1, "q1"), assistant(2, "a2"))
+    overlay = Overlay(h.table)
+    assert [d.seq for line in h.processor.fold_record(overlay, SID, segment)
+            for d in line.outcome.documents] == [1, 2]
+    h.table.update({k: v for k, v in overlay.drain() if v is not None})
+    again = h.processor.fold_record(Overlay(h.table), SID, segment)
+    assert [line.outcome.duplicates for line in again] == [1, 1]
+    assert not any(line.outcome.documents for line in again)

@@ -1,0 +1,270 @@
+"""Transport: `recall worker` as a supervisor — one process per role, a dead role restarted.
+
+The roles (fold, index, query) run as separate processes so that they overlap on separate cores
+(one process shared one GIL: fold, index, faust's consumer thread and the pollers). The
+supervisor only starts, watches, replaces and stops them:
+- a role that dies (a crash, kill -9, any exit it was not asked for) is started again after a
+  back-off that doubles from `BACKOFF_S` up to `BACKOFF_MAX_S` while it keeps dying quickly
+  (`RESTART` as exit code: at once);
+- a role may keep a warm standby (`standby=` command: a process that loads everything, then
+  waits for one line on its stdin saying what to run): a dead role is replaced by its standby,
+  and a new standby is started behind it, so a restart costs no process start;
+- `replace(role, command, handoff)` runs the role as `command` from now on (the standby gets
+  `handoff`, or `command` is started), and only then stops the old process (SIGTERM): two
+  processes of a role may overlap while the old one winds down;
+- `notify(roles)` sends SIGUSR1 to those roles' processes (a role handles it once it called
+  `ready_for_notices`; until then it stays pending);
+- SIGTERM/SIGINT stop every process (SIGTERM, then SIGKILL after `STOP_GRACE_S`) and then the
+  supervisor; a supervisor killed with kill -9 takes its roles with it (Linux parent-death
+  signal; elsewhere each role notices its parent is gone within a second).
+Calls from other threads are queued and run by the supervisor's loop (`call_soon`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ctypes
+import logging
+import os
+import queue
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+log = logging.getLogger("recall.supervisor")
+
+#: Exit code of a role that asks to be started again now.
+RESTART = 75
+BACKOFF_S = 0.5
+BACKOFF_MAX_S = 15.0
+#: A role that stayed up this long is healthy again: its next death restarts without delay.
+HEALTHY_AFTER_S = 30.0
+STOP_GRACE_S = 20.0
+POLL_S = 0.2
+_PR_SET_NAME = 15
+_PR_SET_PDEATHSIG = 1
+
+
+def name_process(name: str) -> None:
+    """Show this process as `name` (at most 15 bytes) in ps/top, e.g. `recall-fold-g2` (Linux)."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_NAME, ctypes.c_char_p(name.encode()[:15]), 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+
+
+def _prepare_child() -> None:
+    """In a role process before exec: SIGUSR1 stays pending until the role is ready for it
+    (`ready_for_notices`), and the process dies with the supervisor."""
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1})
+    die_with_parent()
+
+
+def ready_for_notices(handler: Callable[[], None],
+                      loop: asyncio.AbstractEventLoop | None = None) -> None:
+    """In a role process: call `handler` on SIGUSR1 from now on, in `loop` if given (one that
+    came earlier is delivered now)."""
+    if loop is not None:
+        loop.add_signal_handler(signal.SIGUSR1, handler)
+    else:
+        signal.signal(signal.SIGUSR1, lambda *_: handler())
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGUSR1})
+
+
+def die_with_parent() -> None:
+    """The kernel kills this process when its parent (the supervisor) dies."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL(None, use_errno=True)
+            libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+        except (OSError, AttributeError):
+            pass
+
+
+def watch_parent(parent: int, on_orphaned: Callable[[], None]) -> None:
+    """In a role process: call `on_orphaned` once the supervisor is gone (the portable
+    fallback of the parent-death signal; also covers a parent that died before prctl)."""
+
+    def watch() -> None:
+        while os.getppid() == parent:
+            time.sleep(1.0)
+        on_orphaned()
+
+    threading.Thread(target=watch, name="recall-parent-watch", daemon=True).start()
+
+
+@dataclass
+class Role:
+    """One role: its command (and the standby's handoff that means the same), its process, its
+    warm standby if it keeps one, its history."""
+
+    name: str
+    command: list[str]
+    handoff: bytes | None = None
+    standby_command: list[str] = field(default_factory=list)
+    process: subprocess.Popen[bytes] | None = None
+    standby: subprocess.Popen[bytes] | None = None
+    started: float = 0.0
+    restarts: int = 0
+    backoff: float = BACKOFF_S
+    due: float = 0.0
+    exits: list[int] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class RoleSpec:
+    """How to run a role: its command; optionally a standby command and the line that makes
+    a standby do what `command` does."""
+
+    command: Sequence[str]
+    standby: Sequence[str] = ()
+    handoff: bytes | None = None
+
+
+class Supervisor:
+    """Starts one process per role and keeps each running until told to stop."""
+
+    def __init__(self, specs: Mapping[str, RoleSpec], env: Mapping[str, str]) -> None:
+        self.roles = {name: Role(name, list(spec.command), spec.handoff, list(spec.standby))
+                      for name, spec in specs.items()}
+        self.env = dict(env)
+        self.stopping = False
+        #: Processes replaced and told to stop, until they exit (killed after STOP_GRACE_S).
+        self.retiring: list[tuple[subprocess.Popen[bytes], float]] = []
+        self._calls: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
+
+    def stop(self, *_: object) -> None:
+        self.stopping = True
+        self._calls.put(lambda: None)
+
+    def call_soon(self, call: Callable[[], None]) -> None:
+        """Run `call` in the supervisor's loop (from any thread)."""
+        self._calls.put(call)
+
+    def run(self) -> int:
+        """Until SIGTERM/SIGINT; returns the exit code (0 after a clean stop)."""
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self.stop)
+        try:
+            for role in self.roles.values():
+                self._start(role)
+                self._keep_standby(role)
+            while not self.stopping:
+                with contextlib.suppress(queue.Empty):
+                    self._calls.get(timeout=POLL_S)()
+                self._tend()
+        finally:
+            self._stop_all()
+        return 0
+
+    # --- what other threads ask for (through call_soon) --------------------------------------
+
+    def replace(self, name: str, command: Sequence[str], handoff: bytes | None = None) -> None:
+        """Run role `name` as `command` (a standby: as `handoff`) from now on: the new process
+        takes over first, then the old one is told to stop."""
+        role = self.roles[name]
+        old = role.process
+        role.command, role.handoff = list(command), handoff
+        self._start(role)
+        if old is not None and old.poll() is None:
+            old.send_signal(signal.SIGTERM)
+            self.retiring.append((old, time.monotonic() + STOP_GRACE_S))
+
+    def notify(self, names: Sequence[str]) -> None:
+        """SIGUSR1 to these roles' running processes (not standbys: that would start them)."""
+        for name in names:
+            role = self.roles.get(name)
+            if role is not None and role.process is not None and role.process.poll() is None:
+                role.process.send_signal(signal.SIGUSR1)
+
+    # --- the loop ------------------------------------------------------------------------------
+
+    def _spawn(self, command: Sequence[str], *, standby: bool = False) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(list(command), env=self.env, preexec_fn=_prepare_child,
+                                stdin=subprocess.PIPE if standby else subprocess.DEVNULL)
+
+    def _start(self, role: Role) -> None:
+        """Run the role: by its standby if it has a live one (then start the next standby),
+        else by starting its command."""
+        standby = role.standby
+        role.standby = None
+        if standby is not None and role.handoff is not None and standby.poll() is None:
+            try:
+                assert standby.stdin is not None
+                standby.stdin.write(role.handoff)
+                standby.stdin.close()
+            except OSError:
+                standby.kill()
+            else:
+                role.process, role.started = standby, time.monotonic()
+                log.warning("role %s: standby (pid %s) took over", role.name, standby.pid)
+                self._keep_standby(role)
+                return
+        elif standby is not None and standby.poll() is None:
+            standby.kill()
+        role.process = self._spawn(role.command)
+        role.started = time.monotonic()
+        log.info("role %s started (pid %s)", role.name, role.process.pid)
+        self._keep_standby(role)
+
+    def _keep_standby(self, role: Role) -> None:
+        if role.standby_command and (role.standby is None or role.standby.poll() is not None):
+            role.standby = self._spawn(role.standby_command, standby=True)
+
+    def _tend(self) -> None:
+        now = time.monotonic()
+        for role in self.roles.values():
+            if self.stopping:
+                return
+            if role.standby is not None and role.standby.poll() is not None:
+                log.error("role %s: standby exited with %s; starting another", role.name,
+                          role.standby.returncode)
+                self._keep_standby(role)
+            if role.process is None:
+                if now >= role.due:
+                    self._start(role)
+                continue
+            code = role.process.poll()
+            if code is None:
+                continue
+            role.exits.append(code)
+            role.restarts += 1
+            role.process = None
+            if code == RESTART:
+                log.warning("role %s asked to be restarted", role.name)
+                role.due = now
+                continue
+            if now - role.started >= HEALTHY_AFTER_S:
+                role.backoff = BACKOFF_S
+            role.due = now + role.backoff
+            log.error("role %s exited with %s; restarting in %.1f s", role.name, code,
+                      role.backoff)
+            role.backoff = min(BACKOFF_MAX_S, role.backoff * 2)
+        still = []
+        for process, deadline in self.retiring:
+            if process.poll() is None:
+                if now > deadline:
+                    process.kill()
+                still.append((process, deadline))
+        self.retiring = still
+
+    def _stop_all(self) -> None:
+        running = [p for r in self.roles.values() for p in (r.process, r.standby)
+                   if p is not None and p.poll() is None]
+        running += [p for p, _ in self.retiring if p.poll() is None]
+        for process in running:
+            process.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + STOP_GRACE_S
+        for process in running:
+            try:
+                process.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=10)

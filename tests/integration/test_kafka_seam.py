@@ -1,0 +1,192 @@
+"""Integration: the contract of streams.kafka.seam, checked against the installed faust and
+aiokafka and the real brokers. A library upgrade that moves what the seam relies on fails here
+(or in `install()` itself, which looks every patched attribute up when it is imported).
+
+The fold's own use of the seam (read positions, the batch hold, the seek after a rebalance) is
+exercised end to end by test_kafka_fold (commits that ran ahead), test_kafka_chaos (kill -9 of
+every role, a worker added and removed under load) and test_kafka_jobs."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import pytest
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.consumer import group_coordinator
+from aiokafka.consumer.fetcher import Fetcher
+from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+from aiokafka.structs import OffsetAndMetadata
+from faust.tables.manager import TableManager
+from faust.transport import consumer as faust_consumer
+from faust.transport.drivers import aiokafka as faust_aiokafka
+
+from streams.app import build_app
+from streams.kafka import seam
+from streams.settings import Settings
+from streams.topics import Topics, ensure_topics
+
+pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
+
+
+def test_install_replaces_exactly_what_the_contract_names() -> None:
+    seam.install()
+    assert Fetcher._proc_fetch_request is seam._fetch_waiting
+    assert group_coordinator.GroupCoordinator._maybe_leave_group is seam._leave_group
+    assert AIOKafkaConsumer.seek_to_committed is seam._seek_to_committed_or_beginning
+    assert faust_consumer.Consumer.__init__ is seam._init_without_read_offsets
+    assert faust_consumer.Consumer.perform_seek is seam._perform_seek_then_place
+    assert (faust_aiokafka.AIOKafkaConsumerThread._create_worker_consumer
+            is seam._worker_consumer)
+    assert TableManager.on_start is seam._tables_start_at_once
+    # 7 replaces faust's TableManager.on_start with the same steps minus its sleep: a faust
+    # whose on_start does anything else must be looked at again
+    source = inspect.getsource(seam._faust_tables_on_start)
+    body = [line.strip() for line in source.splitlines()[2:] if line.strip()]
+    assert body == ["await self.sleep(1.0)", "if not self.should_stop:",
+                    "await self._update_channels()", "await self.recovery.start()"], body
+    # 2 rebuilds aiokafka's LeaveGroup without its early return for static members
+    leave = inspect.getsource(seam._original_leave_group)
+    assert "group_instance_id" in leave and "LeaveGroupRequest" in leave
+
+
+def test_fausts_worker_consumer_long_polls_briefly_and_reads_everything() -> None:
+    async def build() -> tuple[int, Any]:
+        app = build_app(Settings(broker="kafka://127.0.0.1:9", shards=4))
+        consumer = app.consumer._thread._create_worker_consumer(app.transport)
+        try:
+            return consumer._fetch_max_wait_ms, app.consumer._read_offset
+        finally:
+            await consumer.stop()
+
+    wait, read_offsets = asyncio.run(build())
+    assert wait == seam.FOLD_FETCH_WAIT_MS
+    read_offsets[object()] = 5
+    assert all(read_offsets[key] is None for key in read_offsets)
+
+
+def run(coro: Awaitable[Any]) -> Any:
+    return asyncio.run(coro)  # type: ignore[arg-type]
+
+
+async def _counting_fetches(consumer: AIOKafkaConsumer) -> list[float]:
+    """Times of the fetch requests `consumer` sends from now on."""
+    sent: list[float] = []
+    client = consumer._client
+    send = client.send
+    loop = asyncio.get_running_loop()
+
+    async def counted(node_id: Any, request: Any, *args: Any, **kwargs: Any) -> Any:
+        if type(request).__name__.startswith("FetchRequest"):
+            sent.append(loop.time())
+        return await send(node_id, request, *args, **kwargs)
+
+    client.send = counted  # type: ignore[method-assign]
+    return sent
+
+
+def test_an_idle_consumer_fetches_a_few_times_a_second_and_a_woken_one_at_once(
+        broker: Any, settings: Settings) -> None:
+    seam.install()
+    topics = Topics.of(settings)
+
+    async def idle() -> tuple[int, int]:
+        await ensure_topics(broker.bootstrap, topics)
+        consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
+                                    fetch_max_wait_ms=200)
+        await consumer.start()
+        try:
+            tps = [TopicPartition(topics.events, p) for p in range(topics.partitions)]
+            consumer.assign(tps)
+            await consumer.seek_to_end(*tps)
+            await asyncio.sleep(2.5)  # idle long enough to reach its longest wait
+            sent = await _counting_fetches(consumer)
+            await asyncio.sleep(2.0)
+            idle_fetches = len(sent)
+            seam.wake(consumer)
+            woken = consumer._fetcher._fetch_max_wait_ms
+            return idle_fetches, woken
+        finally:
+            await consumer.stop()
+
+    idle_fetches, woken = run(idle())
+    # 2 s at a 200 ms wait: ~10 (noida-db answers at once: thousands without the seam)
+    assert 1 <= idle_fetches <= 14, idle_fetches
+    assert woken == seam.IDLE_FETCH_FLOOR_MS
+
+
+def test_a_static_member_that_stops_hands_its_partitions_over_at_once(
+        broker: Any, settings: Settings) -> None:
+    """noida-db never expires a member that left without LeaveGroup, and aiokafka skips it for
+    static members; tansu has no static membership (the workers use dynamic members there)."""
+    seam.install()
+    topics = Topics.of(settings)
+    group = f"{settings.topic_prefix}.seam"
+    static = broker.name != "tansu"
+
+    def member(name: str) -> AIOKafkaConsumer:
+        return AIOKafkaConsumer(
+            topics.events, bootstrap_servers=broker.bootstrap, group_id=group,
+            group_instance_id=f"seam-{name}" if static else None,
+            session_timeout_ms=int(broker.session_timeout_s * 1000),
+            heartbeat_interval_ms=int(broker.heartbeat_s * 1000),
+            partition_assignment_strategy=(RangePartitionAssignor,), enable_auto_commit=False)
+
+    async def until(consumer: AIOKafkaConsumer, check: Callable[[set[Any]], bool],
+                    timeout_s: float) -> float:
+        loop = asyncio.get_running_loop()
+        start = loop.time()
+        while not check(consumer.assignment()):
+            assert loop.time() - start < timeout_s, consumer.assignment()
+            await consumer.getmany(timeout_ms=100)
+        return loop.time() - start
+
+    async def handover() -> float:
+        await ensure_topics(broker.bootstrap, topics)
+        first, second = member("a"), member("b")
+        await first.start()
+        await second.start()
+        try:
+            await asyncio.gather(until(first, bool, 60), until(second, bool, 60))
+            await first.stop()
+            return await until(second, lambda a: len(a) == topics.partitions, 30)
+        finally:
+            await second.stop()
+
+    # well before a session timeout would have expired the member (and never, on noida-db)
+    assert run(handover()) < 3 * broker.session_timeout_s
+
+
+def test_uncommitted_partitions_are_sought_to_their_beginning(
+        broker: Any, settings: Settings) -> None:
+    seam.install()
+    topics = Topics.of(settings)
+
+    async def positions() -> dict[int, int]:
+        await ensure_topics(broker.bootstrap, topics)
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap)
+        await producer.start()
+        try:
+            for p in range(topics.partitions):
+                for _ in range(3):
+                    await producer.send_and_wait(topics.events, b"{}", partition=p)
+        finally:
+            await producer.stop()
+        consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap,
+                                    group_id=f"{settings.topic_prefix}.seek",
+                                    enable_auto_commit=False)
+        await consumer.start()
+        try:
+            tps = [TopicPartition(topics.events, p) for p in range(topics.partitions)]
+            consumer.assign(tps)
+            await consumer.commit({tps[0]: OffsetAndMetadata(2, "")})
+            for tp in tps:
+                consumer.seek(tp, 3)  # a fetch position past what was processed
+            await consumer.seek_to_committed()
+            return {tp.partition: await consumer.position(tp) for tp in tps}
+        finally:
+            await consumer.stop()
+
+    assert run(positions()) == {0: 2, **{p: 0 for p in range(1, settings.shards)}}
