@@ -33,6 +33,7 @@ RECALL_STORE_CORRUPT = "RECALL_STORE_CORRUPT"
 RECALL_INDEX_DAMAGED = "RECALL_INDEX_DAMAGED"
 RECALL_IO_ERROR = "RECALL_IO_ERROR"
 RECALL_INTERNAL_ERROR = "RECALL_INTERNAL_ERROR"
+RECALL_MISSING_EXTRA = "RECALL_MISSING_EXTRA"
 
 #: Process exit status of the CLI: 0 success, 1 an operation failed (any code above but
 #: RECALL_USAGE / RECALL_CONFIG_INVALID), 2 the command line, a --request file or the settings
@@ -111,6 +112,18 @@ class ConfigError(RecallError):
 
     code = RECALL_CONFIG_INVALID
     hint = "fix the setting named in the message (see the Settings table in README.md)"
+
+
+class MissingExtra(RecallError):
+    """A command needs an optional dependency group (an extra) that is not installed."""
+
+    code = RECALL_MISSING_EXTRA
+
+    def __init__(self, extra: str, module: str) -> None:
+        super().__init__(f"this command needs the '{extra}' extra (module {module!r} is not "
+                         "installed)",
+                         hint=f"pip install 'session-recall[{extra}]' (or, in a checkout, "
+                              f"pip install -e '.[{extra}]'; `make setup` installs every extra)")
 
 
 class LockTimeout(RecallError):

@@ -28,6 +28,7 @@ from projections.errors import (
     EXIT_ERROR,
     EXIT_USAGE,
     InputRejected,
+    MissingExtra,
     RecallError,
     UsageError,
     is_usage,
@@ -777,7 +778,12 @@ def demo(as_json: bool, keep: Path | None) -> None:
 def mcp(ctx: click.Context, http: str | None, session_id: str | None, cwd: str | None,
         max_search_results: int, search_timeout_ms: int, session_from_hooks: bool) -> None:
     """Serve the session tools to an agent host over MCP (stdio, or --http HOST:PORT)."""
-    from streams.mcp.server import ServerOptions, normalize_cwd, parse_http, serve
+    try:
+        from streams.mcp.server import ServerOptions, normalize_cwd, parse_http, serve
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").split(".")[0] in ("mcp", "starlette", "uvicorn", "sse_starlette"):
+            raise MissingExtra("mcp", str(exc.name)) from exc
+        raise
 
     if http is not None:
         try:

@@ -46,7 +46,7 @@ class Settings(BaseSettings):
     #: RECALL_LOCK_TIMEOUT_S — how long a writer waits for another one to finish with the data
     #: dir before failing with RECALL_LOCK_TIMEOUT.
     lock_timeout_s: float = Field(default=600.0, ge=0)
-    #: RECALL_LIVE_WINDOW_MS — a session with activity this recent (and not ended) counts as live.
+    #: RECALL_LIVE_WINDOW_MS — a session whose last event is this recent counts as live.
     live_window_ms: int = Field(default=10 * 60 * 1000, ge=0)
     #: RECALL_DEFAULT_LIMIT / RECALL_MAX_LIMIT — page sizes (SPEC 3.10).
     default_limit: int = Field(default=20, ge=1)

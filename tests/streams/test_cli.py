@@ -126,3 +126,18 @@ def test_demo_runs_end_to_end(tmp_path: Path) -> None:
     assert summary["hit"]["surface"] == "shadowed"
     assert summary["hit"]["sessionId"] == "ci-billing-2025-11-24"
     assert summary["reference"]["appended"] == [4, 5]
+
+
+def test_mcp_without_its_extra_says_what_to_install(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 14: without the `mcp` extra, `recall mcp` printed a raw ImportError traceback."""
+    import sys
+
+    monkeypatch.setitem(sys.modules, "mcp", None)  # import mcp → ModuleNotFoundError
+    for name in [m for m in sys.modules if m.startswith("streams.mcp")]:
+        monkeypatch.delitem(sys.modules, name)
+    result = CliRunner().invoke(main, ["--data-dir", str(tmp_path / "d"), "mcp"])
+    assert result.exit_code == 1, result.output
+    assert "RECALL_MISSING_EXTRA" in result.output
+    assert "pip install 'session-recall[mcp]'" in result.output
+    assert "Traceback" not in result.output
