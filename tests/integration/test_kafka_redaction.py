@@ -16,7 +16,7 @@ from secretcorpus import planted_secrets, secret_fragments, secret_sessions, wri
 from streams.facade import Recall
 from streams.settings import Settings
 from streams.topics import Topics
-from tests.integration.kafkaio import WorkerProcess, read_topic
+from tests.integration.kafkaio import WorkerProcess, read_documents, read_topic
 from tests.integration.test_kafka_contract import expected_counts, wait_indexed
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
@@ -77,8 +77,8 @@ def test_kafka_redacts_exactly_like_embedded(
 
     topics = Topics.of(settings)
     events = sum(len(p.read_bytes().splitlines()) for p in files)
-    documents = asyncio.run(read_topic(broker.bootstrap, topics.documents, expect=events,
-                                       settle_s=0.5, partitions=settings.shards))
+    documents = asyncio.run(read_documents(broker.bootstrap, topics.documents, expect=events,
+                                           settle_s=0.5, partitions=settings.shards))
     assert len({d.key for d in documents}) == events
     assert leaked(b"".join(d.value or b"" for d in documents)) == []
     originals = asyncio.run(read_topic(broker.bootstrap, topics.events, expect=len(files),
