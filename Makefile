@@ -14,7 +14,7 @@ export RECALL_TEST_BROKER
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q -e '.[test,bench,mcp]'
+	$(BIN)/python -m pip install -q -e '.[test,bench,mcp,ui]'
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -803,12 +803,13 @@ def mcp(ctx: click.Context, http: str | None, session_id: str | None, cwd: str |
 # --- commands kept in their own modules (they use the helpers above) ---------------------------
 
 def _register() -> None:
-    from streams import livecli, ownedcli
+    from streams import livecli, ownedcli, uicli
 
     main.add_command(ownedcli.create)
     main.add_command(ownedcli.append)
     main.add_command(livecli.watch)
     main.add_command(livecli.hook)
+    main.add_command(uicli.ui)
 
 
 _register()

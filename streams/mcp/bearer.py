@@ -17,11 +17,12 @@ Receive = Any
 Send = Any
 
 
-def load_or_create_token(data_dir: Path) -> tuple[str, Path]:
+def load_or_create_token(data_dir: Path, name: str = TOKEN_FILE) -> tuple[str, Path]:
     """The token under the data dir; created with mode 0600 (O_EXCL, so two servers starting at
-    once agree on one token). A file left with wider permissions is tightened first."""
+    once agree on one token). A file left with wider permissions is tightened first. `name`:
+    the file (`recall ui` keeps its own token beside the MCP server's)."""
     directory = ensure_private_dir(Path(data_dir))
-    path = directory / TOKEN_FILE
+    path = directory / name
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except FileExistsError:
