@@ -254,7 +254,8 @@ class UiApp:
             query=params.get("q", ""), session=params.get("session", "").strip(),
             surfaces=tuple(s for s in params.getlist("surface")
                            if s in ("current", "shadowed", "log-only")),
-            types=tuple(t.strip() for t in params.getlist("type") if t.strip()),
+            types=tuple(part for value in params.getlist("type")
+                        for part in value.replace(",", " ").split()),
             cwd=params.get("cwd", "").strip(), agent=params.get("agent", "").strip(),
             since=params.get("since", "").strip(), until=params.get("until", "").strip(),
             no_injected=params.get("no_injected") == "1",
@@ -296,7 +297,8 @@ class UiApp:
             answer = run(request)
             notice = ("The index changed since that page (or the link was not a valid "
                       "cursor): the search restarted from the first page.")
-        hits = pages.event_hits(answer) if within else pages.session_hits(answer)
+        hits = (pages.event_hits if within else pages.session_hits)(
+            answer, form.query, substring=form.substring)
         return {"hits": hits, "next": answer.get("nextCursor"), "notice": notice,
                 "within": within, "session": answer.get("session")}
 

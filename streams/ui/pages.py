@@ -15,6 +15,10 @@ from typing import Any
 
 import orjson
 
+from indexer.normalize import fts_phrase, normalize_query
+from indexer.search import choose_index
+from indexer.snippet import highlight_texts, mark_spans, substring_spans
+from projections.errors import RecallError
 from projections.extraction import HIGHLIGHT_CLOSE, HIGHLIGHT_OPEN, extract_text, message_of
 from projections.fold import fold_surface
 from projections.surfaces import surfaces_from_fold
@@ -57,6 +61,20 @@ def body(text: Any) -> str:
     return visible(str(text), keep_newlines=True) if text is not None else ""
 
 
+def mark_query(snippet: str, query: str, *, substring: bool = False) -> str:
+    """The snippet with U+FDD0/U+FDD1 around each match of the query, found the way the search
+    matched it (snippets arrive without markers, SPEC 3.7): FTS5's own highlight() with the
+    index's tokenizer for a token search, case-folded substrings for a trigram one (CJK or
+    `substring`). A phrase the snippet's window cut stays unmarked."""
+    try:
+        phrase = normalize_query(query)
+    except RecallError:
+        return snippet
+    if choose_index(phrase, "substring" if substring else "token") == "trigram":
+        return mark_spans(snippet, substring_spans(snippet, phrase))
+    return highlight_texts(fts_phrase(phrase), {0: snippet}).get(0, snippet)
+
+
 def segments(snippet: str) -> list[tuple[str, bool]]:
     """A snippet's text split at the indexer's highlight markers (U+FDD0 … U+FDD1) into
     `(text, highlighted)` pieces, each made visible; the template wraps the highlighted ones
@@ -67,7 +85,7 @@ def segments(snippet: str) -> list[tuple[str, bool]]:
 
     def flush() -> None:
         if piece:
-            out.append((line("".join(piece)), marked))
+            out.append((visible("".join(piece)), marked))
             piece.clear()
 
     for char in snippet:
@@ -323,7 +341,8 @@ class Hit:
     cwd: str = ""
 
 
-def session_hits(page: Mapping[str, Any]) -> list[Hit]:
+def session_hits(page: Mapping[str, Any], query: str = "", *,
+                 substring: bool = False) -> list[Hit]:
     out = []
     for item in page.get("items") or []:
         best = item.get("bestMatch") or {}
@@ -332,18 +351,21 @@ def session_hits(page: Mapping[str, Any]) -> list[Hit]:
         out.append(Hit(session_id=str(best.get("sessionId")), seq=int(best.get("seq") or 0),
                        type=line(best.get("type")), time=ms_to_text(best.get("time")),
                        surface=str(best.get("surface")),
-                       snippet=segments(str(best.get("snippet") or "")),
+                       snippet=segments(mark_query(str(best.get("snippet") or ""), query,
+                                                   substring=substring)),
                        title=line(title) if isinstance(title, str) and title.strip()
                        else "untitled",
                        agent=line(item.get("agent") or "-"), cwd=line(header.get("cwd") or "-")))
     return out
 
 
-def event_hits(page: Mapping[str, Any]) -> list[Hit]:
+def event_hits(page: Mapping[str, Any], query: str = "", *,
+               substring: bool = False) -> list[Hit]:
     return [Hit(session_id=str(item.get("sessionId")), seq=int(item.get("seq") or 0),
                 type=line(item.get("type")), time=ms_to_text(item.get("time")),
                 surface=str(item.get("surface")),
-                snippet=segments(str(item.get("snippet") or "")))
+                snippet=segments(mark_query(str(item.get("snippet") or ""), query,
+                                            substring=substring)))
             for item in page.get("items") or []]
 
 
