@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shlex
 import tempfile
 from importlib import resources
 from pathlib import Path
@@ -33,14 +34,27 @@ def _surfaces_table(events: list[dict[str, Any]]) -> Table:
     return table
 
 
+def ui_command(data_dir: Path | None) -> str:
+    """The command that opens the demo's sessions in a browser (a kept data dir, or one the
+    command keeps first)."""
+    if data_dir is not None:
+        return f"recall --data-dir {shlex.quote(str(data_dir))} ui"
+    return "recall demo --keep /tmp/recall-demo && recall --data-dir /tmp/recall-demo ui"
+
+
 def run_demo(console: Console, *, as_json: bool = False, data_dir: Path | None = None) -> None:
     """Ingest the samples, show surfaces, search for the old stack trace, reference it."""
     with tempfile.TemporaryDirectory(prefix="recall-demo-") as tmp:
         root = data_dir or Path(tmp)
         with Recall.open(root) as recall:
             summary = _run(recall, console, as_json=as_json)
+    summary["ui"] = ui_command(data_dir)
     if as_json:
         console.file.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        console.print("\n[bold]Then see it in a browser[/bold] (the greyed stack trace, the "
+                      "search hit that finds it, the reference preview):")
+        console.print(f"  {summary['ui']}", markup=False, highlight=False, soft_wrap=True)
 
 
 def _run(recall: Recall, console: Console, *, as_json: bool) -> dict[str, Any]:

@@ -155,6 +155,7 @@ class UiApp:
     # --- plumbing -------------------------------------------------------------------------------
 
     def render(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
+        context.setdefault("nav", "")
         html = self.env.get_template(name).render(csrf=self.csrf, **context)
         return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
 

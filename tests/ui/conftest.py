@@ -40,7 +40,7 @@ def ui_server(ui_data: Path) -> Iterator[str]:
         assert proc.stdout is not None
         first = proc.stdout.readline()
         if not first:
-            raise AssertionError(f"recall ui exited: {proc.stderr.read().decode() if proc.stderr else ''}")  # noqa: E501
+            raise AssertionError(f"recall ui exited: {proc.stderr.read().decode() if proc.stderr else ''}")
         info = orjson.loads(first)
         assert info["url"].startswith("http://127.0.0.1:") and info["tokenRequired"] is False
         yield str(info["url"]).rstrip("/")
