@@ -25,6 +25,7 @@ SUITES = [
     ("bench.watch", "Live agents: recall watch (issue 15)"),
     ("bench.listing", "Sessions people can pick (issue 14)"),
     ("bench.redaction", "Redaction of secrets (issue 18)"),
+    ("bench.ui", "Web pages: recall ui (issue 19)"),
 ]
 
 

@@ -61,18 +61,23 @@ def body(text: Any) -> str:
     return visible(str(text), keep_newlines=True) if text is not None else ""
 
 
-def mark_query(snippet: str, query: str, *, substring: bool = False) -> str:
-    """The snippet with U+FDD0/U+FDD1 around each match of the query, found the way the search
+def mark_queries(snippets: Sequence[str], query: str, *, substring: bool = False) -> list[str]:
+    """Each snippet with U+FDD0/U+FDD1 around each match of the query, found the way the search
     matched it (snippets arrive without markers, SPEC 3.7): FTS5's own highlight() with the
-    index's tokenizer for a token search, case-folded substrings for a trigram one (CJK or
-    `substring`). A phrase the snippet's window cut stays unmarked."""
+    index's tokenizer for a token search (one statement for the page), case-folded substrings
+    for a trigram one (CJK or `substring`). A phrase the snippet's window cut stays unmarked."""
     try:
         phrase = normalize_query(query)
     except RecallError:
-        return snippet
+        return list(snippets)
     if choose_index(phrase, "substring" if substring else "token") == "trigram":
-        return mark_spans(snippet, substring_spans(snippet, phrase))
-    return highlight_texts(fts_phrase(phrase), {0: snippet}).get(0, snippet)
+        return [mark_spans(s, substring_spans(s, phrase)) for s in snippets]
+    marked = highlight_texts(fts_phrase(phrase), dict(enumerate(snippets)))
+    return [marked.get(i, s) for i, s in enumerate(snippets)]
+
+
+def mark_query(snippet: str, query: str, *, substring: bool = False) -> str:
+    return mark_queries([snippet], query, substring=substring)[0]
 
 
 def segments(snippet: str) -> list[tuple[str, bool]]:
@@ -344,15 +349,16 @@ class Hit:
 def session_hits(page: Mapping[str, Any], query: str = "", *,
                  substring: bool = False) -> list[Hit]:
     out = []
-    for item in page.get("items") or []:
+    items = page.get("items") or []
+    marked = mark_queries([str((i.get("bestMatch") or {}).get("snippet") or "") for i in items],
+                          query, substring=substring)
+    for item, snippet in zip(items, marked, strict=True):
         best = item.get("bestMatch") or {}
         header = item.get("header") or {}
         title = item.get("title")
         out.append(Hit(session_id=str(best.get("sessionId")), seq=int(best.get("seq") or 0),
                        type=line(best.get("type")), time=ms_to_text(best.get("time")),
-                       surface=str(best.get("surface")),
-                       snippet=segments(mark_query(str(best.get("snippet") or ""), query,
-                                                   substring=substring)),
+                       surface=str(best.get("surface")), snippet=segments(snippet),
                        title=line(title) if isinstance(title, str) and title.strip()
                        else "untitled",
                        agent=line(item.get("agent") or "-"), cwd=line(header.get("cwd") or "-")))
@@ -361,12 +367,13 @@ def session_hits(page: Mapping[str, Any], query: str = "", *,
 
 def event_hits(page: Mapping[str, Any], query: str = "", *,
                substring: bool = False) -> list[Hit]:
+    items = page.get("items") or []
+    marked = mark_queries([str(i.get("snippet") or "") for i in items], query,
+                          substring=substring)
     return [Hit(session_id=str(item.get("sessionId")), seq=int(item.get("seq") or 0),
                 type=line(item.get("type")), time=ms_to_text(item.get("time")),
-                surface=str(item.get("surface")),
-                snippet=segments(mark_query(str(item.get("snippet") or ""), query,
-                                            substring=substring)))
-            for item in page.get("items") or []]
+                surface=str(item.get("surface")), snippet=segments(snippet))
+            for item, snippet in zip(items, marked, strict=True)]
 
 
 # --- an event -----------------------------------------------------------------------------------
