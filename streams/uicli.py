@@ -10,7 +10,7 @@ from typing import Any
 import click
 import orjson
 
-from projections.errors import RecallError
+from projections.errors import MissingExtra, RecallError
 from streams.cli import TEXT, json_option, open_recall
 from streams.settings import Settings
 
@@ -24,9 +24,7 @@ def require_extra() -> None:
         import starlette  # noqa: F401
         import uvicorn  # noqa: F401
     except ImportError as exc:
-        raise RecallError(f"recall ui needs the optional 'ui' dependencies ({exc.name} is not "
-                          "installed)", code="RECALL_MISSING_EXTRA",
-                          hint="pip install 'session-recall[ui]'") from None
+        raise MissingExtra("ui", str(exc.name)) from None
 
 
 def bind(host: str, port: int) -> socket.socket:
