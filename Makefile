@@ -41,11 +41,12 @@ chaos: $(STAMP)
 
 # Every runtime dependency (and the mcp extra) at the lower bound pyproject.toml declares, in a
 # venv of its own; runs the suite without the wheel check (noida-db only, to keep it short).
+# The ui extra is installed unpinned (its Starlette and uvicorn follow mcp's floors).
 lowest:
 	rm -rf .venv-lowest && $(PY) -m venv .venv-lowest
 	.venv-lowest/bin/python -m pip install -q --upgrade pip
 	$(PY) tests/packaging/lowest.py mcp > .venv-lowest/constraints.txt
-	.venv-lowest/bin/python -m pip install -q -c .venv-lowest/constraints.txt -e '.[test,mcp]'
+	.venv-lowest/bin/python -m pip install -q -c .venv-lowest/constraints.txt -e '.[test,mcp,ui]'
 	.venv-lowest/bin/python -m pip freeze | grep -iE '^(faust-streaming|aiokafka|cramjam|orjson|pydantic|pydantic-settings|zstandard|apsw|click|rich|filelock|detect-secrets|ahocorasick-rs|watchfiles|mcp)=='
 	RECALL_TEST_BROKER=noida .venv-lowest/bin/pytest -m "not packaging"
 
