@@ -43,8 +43,8 @@ def _log(path: Path, header: dict[str, Any], events: list[dict[str, Any]]) -> Pa
     return path
 
 
-def build(root: Path) -> Path:
-    """Write the extra logs under root/logs and ingest everything into root/data."""
+def write_logs(root: Path, *, broken: bool = True) -> Path:
+    """The hostile and CJK logs (and one unparseable line) under root/logs."""
     logs = root / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     start = 1764691200000
@@ -59,7 +59,14 @@ def build(root: Path) -> Path:
                               "createdAt": cjk_start, "cwd": "/home/dev/搜索"},
          [_message(0, "user", CJK_TEXT, cjk_start),
           _message(1, "assistant", "排序问题已经修复。", cjk_start + 1000)])
-    (logs / "broken.jsonl").write_bytes(b"<not json> \xff\n")
+    if broken:
+        (logs / "broken.jsonl").write_bytes(b"<not json> \xff\n")
+    return logs
+
+
+def build(root: Path) -> Path:
+    """Write the extra logs and ingest them with the demo samples into root/data."""
+    logs = write_logs(root)
     data = root / "data"
     with Recall.open(data) as recall:
         recall.ingest([sample_dir(), logs])
