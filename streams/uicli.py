@@ -46,6 +46,9 @@ def bind(host: str, port: int) -> socket.socket:
 
 
 def page_url(host: str, port: int, token: str | None) -> str:
+    """The URL to open: a wildcard address is shown as this machine's name."""
+    if host in ("0.0.0.0", "::", ""):
+        host = socket.gethostname()
     shown = f"[{host}]" if ":" in host else host
     return f"http://{shown}:{port}/" + (f"?token={token}" if token else "")
 

@@ -4,11 +4,17 @@ loopback, Host checks on loopback, the append form's anti-forgery token, escapin
 from __future__ import annotations
 
 import builtins
+import os
 import re
+import subprocess
+import sys
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 from click.testing import CliRunner
 from starlette.testclient import TestClient
@@ -170,3 +176,41 @@ def test_demo_ends_with_the_ui_command(tmp_path: Path) -> None:
     temporary = CliRunner().invoke(main, ["demo"])
     assert temporary.output.strip().splitlines()[-1].strip() == (
         "recall demo --keep /tmp/recall-demo && recall --data-dir /tmp/recall-demo ui")
+
+
+def test_reference_preview_shows_the_budget_and_what_was_left_out(data: Path) -> None:
+    with Recall.open(data, max_reference_bytes=400) as small:
+        client = TestClient(create_app(small, data_dir=data), base_url=LOCAL)
+        html = client.get("/reference", params={"target": "ci-followup-2025-12-01",
+                                                 "source": "ci-billing-2025-11-24"}).text
+        expected = small.prepare_reference("ci-followup-2025-12-01", "", references=[
+            {"sessionId": "ci-billing-2025-11-24"}], dry_run=True)
+    provenance = expected["additionalContext"]["source"]["references"][0]
+    assert provenance["truncated"] and provenance["omittedMessages"] == 1
+    used = re.search(r'class="num bytes">(\d+) / 400<', html)
+    assert used is not None and int(used.group(1)) <= 400
+    assert (f"yes: 1 messages, {provenance['omittedBytes']} bytes left out") in html
+
+
+def test_cli_off_loopback_requires_the_token(tmp_path: Path, data: Path) -> None:
+    own = tmp_path / "data"
+    recall_bin = Path(sys.executable).with_name("recall")
+    proc = subprocess.Popen([str(recall_bin), "--data-dir", str(own), "ui", "--host", "0.0.0.0",
+                             "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert proc.stdout is not None
+        info = orjson.loads(proc.stdout.readline())
+        assert info["tokenRequired"] is True and info["host"] == "0.0.0.0"
+        token = (own / "ui-token").read_text().strip()
+        assert info["url"].endswith(f"/?token={token}")
+        assert os.stat(own / "ui-token").st_mode & 0o777 == 0o600
+        base = f"http://127.0.0.1:{info['port']}/"
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(base, timeout=10)
+        assert refused.value.code == 401
+        request = urllib.request.Request(base, headers={"Authorization": f"Bearer {token}"})
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            assert answer.status == 200 and b"Sessions" in answer.read()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=20)
