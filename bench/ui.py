@@ -3,7 +3,9 @@
 
 Corpus: the search benchmark's (bench/search_corpus.py `ensure_corpus`, 2000 sessions × 500
 events, cached as JSONL under RECALL_BENCH_DIR), ingested with `Recall.ingest` into a fresh
-embedded data dir (the index bench keeps no indexed data dir to reuse). The query mix is the
+embedded data dir `<RECALL_BENCH_DIR>/ui-data` (the index bench keeps no indexed data dir to
+reuse). RECALL_BENCH_UI_DATA=<that dir> measures a data dir a previous run left instead of
+ingesting again (the 1M ingest takes minutes); `ui_corpus_ingest_s_*` is then absent. The query mix is the
 search bench's: 90 queries (rare, mid, common; 20 terms + 10 phrases each), interleaved.
 
 Metrics (one run, same machine, same open `Recall`):
@@ -22,8 +24,10 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import os
 import sys
 import time
+from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
@@ -90,13 +94,20 @@ def run() -> dict[str, Any]:
     name = size_name(len(files) * 500)
     log("extracting documents for the query mix")
     queries = interleave(query_mix(vocabulary(corpus.seed), documents(files)))
-    data = fresh_dir("ui-data")
+    reuse = os.environ.get("RECALL_BENCH_UI_DATA")
+    data = Path(reuse) if reuse else fresh_dir("ui-data")
     out: dict[str, Any] = {}
     with Recall.open(data) as recall:
-        log(f"ingest {len(files)} session files")
-        start = time.perf_counter()
-        recall.ingest(corpus.parts)
-        out[f"ui_corpus_ingest_s_{name}"] = round(time.perf_counter() - start, 1)
+        if reuse:
+            digest = recall.index_digest()
+            if digest["events"] != len(files) * 500:
+                raise SystemExit(f"bench ui: {data} holds {digest['events']} events, not "
+                                 f"{len(files) * 500}")
+        else:
+            log(f"ingest {len(files)} session files")
+            start = time.perf_counter()
+            recall.ingest(corpus.parts)
+            out[f"ui_corpus_ingest_s_{name}"] = round(time.perf_counter() - start, 1)
         get = AsgiGet(create_app(recall, data_dir=data))
         recall.search_sessions(queries[0][1])
         get("/search", f"q={quote(queries[0][1])}")  # warm-up: templates, statements
