@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import shlex
+import shutil
+import sys
 import tempfile
 from importlib import resources
 from pathlib import Path
@@ -34,12 +37,22 @@ def _surfaces_table(events: list[dict[str, Any]]) -> Table:
     return table
 
 
+def program() -> str:
+    """How to call recall again from here: `recall` when it is on PATH, else the path it was
+    run by (`make demo` runs .venv/bin/recall without activating the venv)."""
+    argv0 = sys.argv[0] if sys.argv else ""
+    if shutil.which("recall") or Path(argv0).name != "recall" or not Path(argv0).is_file():
+        return "recall"
+    return shlex.quote(os.path.relpath(argv0) if not argv0.startswith("/") else argv0)
+
+
 def ui_command(data_dir: Path | None) -> str:
     """The command that opens the demo's sessions in a browser (a kept data dir, or one the
     command keeps first)."""
+    recall = program()
     if data_dir is not None:
-        return f"recall --data-dir {shlex.quote(str(data_dir))} ui"
-    return "recall demo --keep /tmp/recall-demo && recall --data-dir /tmp/recall-demo ui"
+        return f"{recall} --data-dir {shlex.quote(str(data_dir))} ui"
+    return f"{recall} demo --keep /tmp/recall-demo && {recall} --data-dir /tmp/recall-demo ui"
 
 
 def run_demo(console: Console, *, as_json: bool = False, data_dir: Path | None = None) -> None:
@@ -108,7 +121,8 @@ def _run(recall: Recall, console: Console, *, as_json: bool) -> dict[str, Any]:
         highlight=False)
     say("  the context message the model receives:", highlight=False)
     say(context["content"][0]["text"], markup=False, highlight=False)
-    say("\nNext: point it at your own logs, e.g. `recall ingest ~/.claude/projects "
-        "~/.codex/sessions`, then `recall search \"your error\"`.")
+    prog = program()
+    say(f"\nNext: point it at your own logs, e.g. `{prog} ingest ~/.claude/projects "
+        f"~/.codex/sessions`, then `{prog} search \"your error\"`.")
     return {"ingest": report, "hit": hit, "withinSession": events_page["items"],
             "reference": prepared}
