@@ -121,8 +121,18 @@ class BlockWriter:
     def write(self, blocks: Mapping[int, Mapping[int, bytes]]) -> None:
         """Store whole blocks (callers merge with what a block already held)."""
         self._maybe_train()
-        self.conn.executemany("INSERT OR REPLACE INTO blocks(id, data) VALUES (?, ?)",
-                              [(block, self.encode(entries)) for block, entries in blocks.items()])
+        if not blocks:
+            return
+        number = self.dictionary
+        # One compression call for the run, one statement: each call that drops the GIL costs
+        # up to a switch interval to get it back while the ingest's reader thread is busy.
+        frames = self._compressor(number).multi_compress_to_buffer(
+            [_encode_entries(entries) for entries in blocks.values()], threads=0)
+        prefix = bytes((number,)).hex()
+        rows = [(block, prefix + frames[i].tobytes().hex()) for i, block in enumerate(blocks)]
+        self.conn.execute("INSERT OR REPLACE INTO blocks(id, data)"
+                          " SELECT value ->> 0, unhex(value ->> 1) FROM json_each(?)",
+                          (orjson.dumps(rows),))
         if self._blocks is not None:
             self._blocks += len(blocks)  # replaced blocks count again: only a trigger
 

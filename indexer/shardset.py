@@ -9,6 +9,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import apsw
 
@@ -129,12 +130,16 @@ class ShardSet:
         with self._write_lock:
             return self._write(by_shard, pos_by_shard)
 
-    def submit(self, records: Sequence[IndexRecord], positions: Mapping[str, int]) -> None:
+    def submit(self, records: Sequence[IndexRecord], positions: Mapping[str, int], *,
+               before: Callable[[], Any] | None = None) -> None:
         """`write_batch`, on the writer thread if a `pipeline()` is open (errors surface at a
-        later call or when the pipeline closes), else right here."""
+        later call or when the pipeline closes), else right here. `before()` runs first, on
+        the thread that writes (e.g. to make the batch's source durable)."""
         if self._pipeline is not None:
-            self._pipeline.submit(records, positions)
+            self._pipeline.submit(records, positions, before)
         else:
+            if before is not None:
+                before()
             self.write_batch(records, positions)
 
     @contextmanager

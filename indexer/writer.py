@@ -21,6 +21,7 @@ from indexer.errors import INDEX_FAILED, SourceConflict, query_error
 from indexer.schema import (
     BLOCK_EVENTS,
     CJK,
+    CURRENT,
     EVENT_JOINS,
     FIRST_EXTENT,
     MAX_EXTENT,
@@ -127,7 +128,13 @@ class ShardWriter:
 
     def event_id(self, session: int, seq: int, *, allocate: bool = False) -> int | None:
         """The id of (session, seq): from its extent, or (`allocate`) from a new extent."""
-        extents = self._session_extents(session)
+        extents = self._extents.get(session)
+        if extents is None:
+            extents = self._session_extents(session)
+        elif extents:
+            start, first, size = extents[-1]  # appends land in the last extent
+            if start <= seq < start + size:
+                return first + seq - start
         at = bisect.bisect_right(extents, (seq, 1 << 62, 0)) - 1
         if at >= 0:
             start, first, size = extents[at]
@@ -288,21 +295,40 @@ def _shadow(w: ShardWriter, session: int, seqs: Iterable[int]) -> None:
     w.conn.executemany(f"UPDATE events SET kind = (kind & ~3) | {SHADOWED} WHERE id = ?", ids)
 
 
+# Bulk statements take their rows as ONE JSON array bound to one parameter, so SQLite inserts
+# the whole run in one sqlite3_step with the GIL released. executemany binds row by row and
+# needs the GIL back between rows: with a busy Python thread beside it (the ingest's reader),
+# each row then waits up to a GIL switch interval (measured: 1000-row FTS batches 43x slower
+# with a spinning thread; json_each: within 15 % of running alone, at a short switch interval).
+_FTS_ROWS = "INSERT INTO {table}(rowid, text) SELECT value ->> 0, value ->> 1 FROM json_each(?)"
+_EVENT_ROWS = ("INSERT INTO events(id, kind, time, order_key, len) SELECT value ->> 0,"
+               " value ->> 1, value ->> 2, value ->> 3, value ->> 4 FROM json_each(?)")
+
+
 def _insert_documents(w: ShardWriter, docs: list[tuple[int, str, bool]]) -> None:
     """FTS entries for (event id, text, cjk) of new events with text."""
     if not docs:
         return
-    w.conn.executemany("INSERT INTO events_fts(rowid, text) VALUES (?, ?)",
-                       [(document_id(e, len(t)), t) for e, t, _ in docs])
+    rows = [(document_id(e, len(t)), t) for e, t, _ in docs]
+    w.conn.execute(_FTS_ROWS.format(table="events_fts"), (orjson.dumps(rows),))
     tri = [(document_id(e, len(t)), t) for e, t, cjk in docs if cjk or w.substring]
     if tri:
-        w.conn.executemany("INSERT INTO events_tri(rowid, text) VALUES (?, ?)", tri)
+        w.conn.execute(_FTS_ROWS.format(table="events_tri"), (orjson.dumps(tri),))
 
 
 _INSERT_EVENT = "INSERT INTO events(id, kind, time, order_key, len) VALUES (?, ?, ?, ?, ?)"
 _TOTALS = ("UPDATE sessions SET event_count = event_count + ?, revision = revision + ?,"
            " last_event_time = max(COALESCE(last_event_time, ?), ?), top_seq = max(top_seq, ?),"
            " first_event_time = min(COALESCE(first_event_time, ?), ?) WHERE no = ?")
+
+
+_BULK_TOTALS = (
+    "UPDATE sessions SET event_count = event_count + t.n, revision = revision + t.n,"
+    " last_event_time = max(COALESCE(last_event_time, t.latest), t.latest),"
+    " top_seq = max(top_seq, t.top),"
+    " first_event_time = min(COALESCE(first_event_time, t.earliest), t.earliest)"
+    " FROM (SELECT value ->> 0 AS n, value ->> 1 AS latest, value ->> 2 AS top,"
+    " value ->> 3 AS earliest, value ->> 4 AS no FROM json_each(?)) AS t WHERE sessions.no = t.no")
 
 
 def apply_event(w: ShardWriter, record: EventRecord) -> bool:
@@ -362,6 +388,13 @@ class _Appends:
         self.totals: dict[int, list[int]] = {}  # session → [events, latest, top seq, earliest]
         self.naming = _Naming()
         self.top: dict[str, int] = {}  # session → highest seq stored or batched (-1: none)
+        self.claude: dict[str, bool] = {}  # session → written by Claude Code
+
+    def _claude(self, session_id: str) -> bool:
+        found = self.claude.get(session_id)
+        if found is None:
+            found = self.claude[session_id] = agent_of(session_id) == CLAUDE_AGENT
+        return found
 
     def is_fresh(self, record: EventRecord) -> bool:
         sid = record.session_id
@@ -373,12 +406,19 @@ class _Appends:
         return record.seq > top
 
     def add(self, record: EventRecord) -> None:
-        _check_seq(record)
+        # The hot loop of ingest (one call per event, holding the GIL the reader thread also
+        # needs): cached lookups first, the general helpers only on a miss.
+        seq = record.seq
+        if not 0 <= seq <= SEQ_MASK:
+            _check_seq(record)
         w = self.w
-        sid, seq = record.session_id, record.seq
-        session = w.session_no(sid)
-        assert session is not None
-        order_key: int | None = seq if record.surface is Surface.CURRENT else None
+        sid = record.session_id
+        session = w._sessions.get(sid)
+        if session is None:
+            session = w.session_no(sid)
+            assert session is not None
+        surface = record.surface
+        order_key: int | None = seq if surface is Surface.CURRENT else None
         rep = record.replacement
         if rep is not None:
             def pending(start: int) -> Any:
@@ -395,15 +435,23 @@ class _Appends:
             _shadow(w, session, stored)
         text = record.text
         cjk = has_cjk(text) if text else False
-        facts = facts_of(record)
-        if facts is not _NO_FACTS:
-            self.naming.add(session, record, facts)
+        kind_ = record.type
+        if kind_ in _NAMING or (kind_ in _CLAUDE_RECORDS and self._claude(sid)):
+            facts = facts_of(record)
+            if facts is not _NO_FACTS:
+                self.naming.add(session, record, facts)
+            source = facts.source
+        else:
+            source = 0  # facts_of would return _NO_FACTS
         eid = w.event_id(session, seq, allocate=True)
         assert eid is not None
+        type_code = w._types.get(kind_)
+        if type_code is None:
+            type_code = w.type_code(kind_)
         self.at[(session, seq)] = len(self.rows)
-        self.rows.append([eid, w.type_code(record.type), cjk,
-                          SURFACE_CODES[record.surface.value], record.time, order_key, len(text),
-                          facts.source])
+        self.rows.append([eid, type_code, cjk,
+                          CURRENT if surface is Surface.CURRENT else SURFACE_CODES[surface.value],
+                          record.time, order_key, len(text), source])
         block = block_id(session, seq)
         entries = self.raws.get(block)
         if entries is None:
@@ -415,27 +463,30 @@ class _Appends:
         if text:
             self.docs.append((eid, text, cjk))
         self.top[sid] = seq
+        time_ = record.time
         totals = self.totals.get(session)
         if totals is None:
-            self.totals[session] = [1, record.time, seq, record.time]
+            self.totals[session] = [1, time_, seq, time_]
         else:
             totals[0] += 1
-            totals[1] = max(totals[1], record.time)
+            if time_ > totals[1]:
+                totals[1] = time_
             totals[2] = seq
-            totals[3] = min(totals[3], record.time)
+            if time_ < totals[3]:
+                totals[3] = time_
 
     def flush(self) -> None:
         if not self.rows:
             return
         conn = self.w.conn
-        conn.executemany(_INSERT_EVENT, [(r[0], kind(r[1], r[2], r[3], r[7]), r[4], r[5], r[6])
-                                         for r in self.rows])
+        conn.execute(_EVENT_ROWS, (orjson.dumps(
+            [(r[0], kind(r[1], r[2], r[3], r[7]), r[4], r[5], r[6]) for r in self.rows]),))
         self.w.blocks.write(self.raws)
         _insert_documents(self.w, self.docs)
         # max(COALESCE(t0, a), a, b, …) one event at a time == max(COALESCE(t0, m), m), m = max
         # (and the same for min).
-        conn.executemany(_TOTALS, [(n, n, t, t, top, first, first, no)
-                                   for no, (n, t, top, first) in self.totals.items()])
+        conn.execute(_BULK_TOTALS, (orjson.dumps(
+            [(n, t, top, first, no) for no, (n, t, top, first) in self.totals.items()]),))
         self.naming.flush(conn)
         self.rows, self.at, self.raws, self.docs, self.totals = [], {}, {}, [], {}
 
@@ -453,7 +504,8 @@ def apply_records(w: ShardWriter, records: Iterable[IndexRecord], *,
     for record in records:
         if batched and isinstance(record, EventRecord) and appends.is_fresh(record):
             appends.add(record)
-            redacted.update(count_markers(record.raw))
+            if b"[redacted:" in record.raw:  # (most events: skip building an empty Counter)
+                redacted.update(count_markers(record.raw))
             changed = True
             continue
         appends.flush()

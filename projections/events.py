@@ -196,10 +196,40 @@ def parse_header(value: Any) -> dict[str, Any]:
         raise _rejection_from(exc, "session header") from None
 
 
-def parse_event(value: Any) -> dict[str, Any]:
-    """Validate an event envelope; return the original wire dict. Raises InputRejected."""
+#: The envelope keys the fast check vouches for (by alias); anything else goes to the model.
+_ENVELOPE_KEYS = frozenset({"type", "seq", "time", "data", "surfaceOp", "sourceEventSeqs",
+                            "ignorable"})
+
+
+def _plainly_valid(value: dict[str, Any], canonical: bytes | None) -> bool:
+    """True only if `Event.model_validate(value)` would accept `value`: the common shapes,
+    checked by hand; False means "ask the model" (which then gives the one rejection message).
+    `canonical`: the line `value` was parsed from, if orjson writes `value` back as exactly
+    those bytes (projections.jsonwire.loads_canonical): its numbers are then safe integers or
+    finite floats, so `data` is lossless unless the line spells a negative zero."""
+    kind = value.get("type")
+    seq = value.get("seq")
+    time_ = value.get("time")
+    if (type(kind) is not str or not kind or type(seq) is not int or type(time_) is not int
+            or not 0 <= seq <= MAX_SAFE_INTEGER
+            or not -MAX_SAFE_INTEGER <= time_ <= MAX_SAFE_INTEGER
+            or "data" not in value or not _ENVELOPE_KEYS.issuperset(value)):
+        return False
+    ignorable = value.get("ignorable")
+    if ignorable is not None and type(ignorable) is not bool:
+        return False
+    if canonical is not None and b"-0.0" not in canonical:
+        return True
+    return _plainly_lossless(value["data"])
+
+
+def parse_event(value: Any, *, canonical: bytes | None = None) -> dict[str, Any]:
+    """Validate an event envelope; return the original wire dict. Raises InputRejected.
+    `canonical`: see `_plainly_valid` (a fast path only: the verdict is the model's)."""
     if not isinstance(value, dict):
         raise InputRejected("event must be a JSON object", code=INGEST_SCHEMA_VIOLATION)
+    if _plainly_valid(value, canonical):
+        return value
     try:
         Event.model_validate(value)
     except ValidationError as exc:
@@ -209,6 +239,8 @@ def parse_event(value: Any) -> dict[str, Any]:
 
 def as_wire(event: Event | Mapping[str, Any]) -> Mapping[str, Any]:
     """Accept parsed models or plain wire dicts wherever the core reads events."""
+    if type(event) is dict:  # the common case, without the model class's isinstance hook
+        return event
     if isinstance(event, Event):
         return event.to_wire()
     return event

@@ -21,6 +21,10 @@ STRUCTURAL_TYPES: frozenset[str] = frozenset({
 
 def sanitize_text(text: str) -> str:
     """NUL and the reserved highlight markers become U+FFFD before indexing (SPEC 3.3)."""
+    # Three substring searches cost a fraction of translate(), which maps every character.
+    if "\x00" not in text and (text.isascii() or (HIGHLIGHT_OPEN not in text
+                                                  and HIGHLIGHT_CLOSE not in text)):
+        return text
     return text.translate(_SANITIZE)
 
 

@@ -41,6 +41,13 @@ MAX_SAFE_INTEGER = 2**53 - 1
 
 def loads(line: bytes) -> Any:
     """Parse one JSON text losslessly; raises InputRejected with one of the codes above."""
+    return loads_canonical(line)[0]
+
+
+def loads_canonical(line: bytes) -> tuple[Any, bool]:
+    """`loads`, and whether `line` is exactly orjson's compact writing of the value (then the
+    line's bytes ARE the value's serialization: callers keep them instead of dumping again, and
+    every number in it is a safe integer or a finite float)."""
     try:
         value = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
@@ -58,8 +65,8 @@ def loads(line: bytes) -> Any:
     if _writes_back(value, line):
         if _may_be_deep(line):
             check_value(value)
-        return value
-    return _strict_loads(line)
+        return value, True
+    return _strict_loads(line), False
 
 
 def check_value(value: Any) -> None:

@@ -79,6 +79,10 @@ class ParsedLog:
     state: SurfaceState = field(default_factory=SurfaceState)
     #: The fold step of each accepted event, so consumers need not fold twice.
     steps: list[Step] = field(default_factory=list)
+    #: Each accepted event's serialization (orjson's compact JSON) when its line already was
+    #: exactly that (the common case), else None: the store and the index keep these bytes
+    #: instead of dumping the event again.
+    raws: list[bytes | None] = field(default_factory=list)
     lines: int = 0
 
 
@@ -135,11 +139,12 @@ def pack_chunk_row(kind: str, events: list[Mapping[str, Any]]) -> dict[str, Any]
             "members": members}
 
 
-def _loads(number: int, line: bytes) -> tuple[Any, Rejection | None]:
+def _loads(number: int, line: bytes) -> tuple[Any, bool, Rejection | None]:
     try:
-        return jsonwire.loads(line), None
+        value, canonical = jsonwire.loads_canonical(line)
+        return value, canonical, None
     except InputRejected as exc:
-        return None, Rejection(number, exc.code, exc.message, line)
+        return None, False, Rejection(number, exc.code, exc.message, line)
 
 
 def check_event_type(event: Mapping[str, Any]) -> None:
@@ -174,7 +179,7 @@ class LogBuilder:
                                   f"line is {len(line)} bytes; the limit is "
                                   f"{self.max_event_bytes}", line))
             return
-        value, rejection = _loads(number, line)
+        value, canonical, rejection = _loads(number, line)
         if rejection is not None:
             self._block(rejection)
             return
@@ -192,21 +197,22 @@ class LogBuilder:
             return
         try:
             if isinstance(value, dict) and value.get("type") in CHUNK_ROW_TYPES:
-                events = expand_chunk_row(value)
+                for event in expand_chunk_row(value):
+                    self.feed_event(event)
             else:
-                events = [parse_event(value)]
-            for event in events:
-                self.feed_event(event)
+                raw = line if canonical else None
+                self.feed_event(parse_event(value, canonical=raw), raw)
         except InputRejected as exc:
             self._block(Rejection(number, exc.code, exc.message, line))
 
     def accept_header(self, header: dict[str, Any]) -> None:
         """Hook for callers that know more (e.g. a store holding this session); may raise."""
 
-    def feed_event(self, event: dict[str, Any]) -> None:
+    def feed_event(self, event: dict[str, Any], raw: bytes | None = None) -> None:
         """Validate one parsed event against the fold; raises InputRejected, appends on success.
         A repeat of an event accepted earlier in this log is skipped if it is byte-identical and
-        rejected as INGEST_DUPLICATE_CONFLICT otherwise."""
+        rejected as INGEST_DUPLICATE_CONFLICT otherwise. `raw`: the event's orjson
+        serialization, if the caller has it (see `ParsedLog.raws`)."""
         check_event_type(event)
         seq = event["seq"]
         if self.base_seq <= seq < self.log.state.next_seq:
@@ -225,6 +231,7 @@ class LogBuilder:
         self.log.state = step.state
         self.log.steps.append(step)
         self.log.events.append(event)
+        self.log.raws.append(raw)
 
     def _reject(self, number: int, code: str, reason: str, line: bytes) -> None:
         self.log.rejections.append(Rejection(number, code, reason, line))

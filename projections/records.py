@@ -60,12 +60,14 @@ IndexRecord = HeaderRecord | EventRecord
 
 
 def event_record(session_id: str, event: Mapping[str, Any], step: Step, *,
-                 redactor: Redactor = NO_REDACTION) -> EventRecord:
+                 redactor: Redactor = NO_REDACTION, raw: bytes | None = None) -> EventRecord:
     """The record of an event the fold has just accepted with `step`, redacted by `redactor`
-    (the fold itself always runs on the original event: redaction never changes the surface)."""
+    (the fold itself always runs on the original event: redaction never changes the surface).
+    `raw`: the event's orjson serialization, if the caller has it (else it is dumped here)."""
     kind = str(event["type"])
     surface = Surface.CURRENT if kind in SURFACE_TYPES else Surface.LOG_ONLY
-    raw = orjson.dumps(dict(event))
+    if raw is None:
+        raw = orjson.dumps(dict(event))
     shown, counts = redactor.redact_event(event, raw)
     if counts:
         raw = orjson.dumps(dict(shown))

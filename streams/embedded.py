@@ -212,21 +212,27 @@ class EmbeddedRuntime:
 
     def _index_append(self, header: Mapping[str, Any], before: SurfaceState,
                       events: Sequence[Mapping[str, Any]], steps: Sequence[Step] | None = None,
-                      *, shards: ShardSet | None = None) -> None:
+                      raws: Sequence[bytes | None] | None = None, *,
+                      shards: ShardSet | None = None) -> None:
         session_id = str(header["id"])
         records: list[IndexRecord] = []
         if before.next_seq == 0:
             records.append(HeaderRecord(session_id, dict(header)))
         if steps is not None and len(steps) == len(events):
-            records.extend(event_record(session_id, e, s, redactor=self.redactor)
-                           for e, s in zip(events, steps, strict=True))
+            if raws is None:
+                raws = [None] * len(events)
+            records.extend(event_record(session_id, e, s, redactor=self.redactor, raw=r)
+                           for e, s, r in zip(events, steps, raws, strict=True))
             next_seq = steps[-1].state.next_seq if steps else before.next_seq
         else:
             state, event_records = fold_records(session_id, before, events,
                                                 redactor=self.redactor)
             records.extend(event_records)
             next_seq = state.next_seq
-        (shards or self.shards).submit(records, {store_position_key(session_id): next_seq})
+        # The index may commit these events only once the store holds them durably (an
+        # index ahead of the store could not be repaired by replay): the writer syncs first.
+        (shards or self.shards).submit(records, {store_position_key(session_id): next_seq},
+                                       before=self.store.sync)
 
     def _mark_pending(self) -> None:
         with open_private(self._pending, "wb") as f:

@@ -51,10 +51,11 @@ LOG_SUFFIXES = (".jsonl", ".jsonl.zst", ".jsonl.zstd")
 #: Save the registry of sources this often (files), so a killed run repeats little work.
 SAVE_EVERY_FILES = 200
 
-#: Called after events were appended to the store: (header, state before, new events, and
-#: their fold steps, so the index need not fold them again).
+#: Called after events were appended to the store: (header, state before, new events, their
+#: fold steps, so the index need not fold them again, and their serializations where known:
+#: ParsedLog.raws).
 OnAppend = Callable[[Mapping[str, Any], SurfaceState, Sequence[Mapping[str, Any]],
-                     Sequence[Step]], None]
+                     Sequence[Step], Sequence[bytes | None]], None]
 #: An importer for a foreign format: bytes → [(header, events, rejections)].
 Importer = Callable[[bytes, str], list[tuple[dict[str, Any], list[dict[str, Any]], list[Rejection]]]]
 
@@ -148,14 +149,14 @@ class _StoreFeed(LogBuilder):
             self.log.state = self.stored.state
             self.base_seq = self.stored.state.next_seq
 
-    def feed_event(self, event: dict[str, Any]) -> None:
+    def feed_event(self, event: dict[str, Any], raw: bytes | None = None) -> None:
         base = self.stored.state.next_seq if self.stored else 0
         seq = event.get("seq")
         if isinstance(seq, int) and seq < base:
-            self.store.classify(self.stored, event)  # raises on a conflicting duplicate
+            self.store.classify(self.stored, event, raw)  # raises on a conflicting duplicate
             self.duplicates += 1
             return
-        super().feed_event(event)
+        super().feed_event(event, raw)
 
     def feed_oversized(self, number: int, span: Span, limit: int) -> None:
         """A line blanked at read time for being over the cap: parked as a bounded record."""
@@ -227,6 +228,8 @@ class Ingestor:
         return value
 
     def _save_registry(self) -> None:
+        # The registry says which lines are consumed: the store must hold them durably first.
+        self.store.sync()
         replace_file(self.registry_path, orjson.dumps(self.registry, option=orjson.OPT_SORT_KEYS))
 
     # --- runs ----------------------------------------------------------------------------------
@@ -351,8 +354,10 @@ class Ingestor:
         # lines that follow must find it (else they would be parked as INGEST_MISSING_HEADER).
         if feed.log.header is not None and (feed.log.events or feed.stored is None):
             before = feed.stored.state if feed.stored else SurfaceState()
-            self.store.append(feed.log.header, feed.log.events, feed.log.state)
-            self.on_append(feed.log.header, before, feed.log.events, feed.log.steps)
+            self.store.append(feed.log.header, feed.log.events, feed.log.state, feed.log.raws,
+                              durable=False)  # fsynced per batch: see SessionStore.sync
+            self.on_append(feed.log.header, before, feed.log.events, feed.log.steps,
+                           feed.log.raws)
         if sid is not None:
             report.sessions.add(sid)
         report.events_added += len(feed.log.events)
@@ -434,8 +439,9 @@ class Ingestor:
             report.duplicate_events += feed.duplicates
             report.events_parked += len(event_parked)
             if feed.log.events:
-                self.store.append(header, feed.log.events, feed.log.state)
-                self.on_append(header, before, feed.log.events, feed.log.steps)
+                self.store.append(header, feed.log.events, feed.log.state, feed.log.raws,
+                                  durable=False)
+                self.on_append(header, before, feed.log.events, feed.log.steps, feed.log.raws)
             self._park(key, [*parked, *event_parked], sid, report)
             self.dead_letters.park(key, rejections, sid)  # the earlier lines' (idempotent)
         self._park(key, [r for r in screened if r.line in new_lines], None, report)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import os
+import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -76,6 +77,28 @@ class SessionStore:
     def __init__(self, root: Path) -> None:
         self.root = ensure_private_dir(root)
         self._cache: dict[str, StoredSession] = {}
+        #: Files appended with `durable=False` and not fsynced yet (in append order).
+        self._unsynced: dict[Path, None] = {}
+        self._sync_lock = threading.Lock()
+
+    def sync(self) -> None:
+        """Fsync every file appended with `durable=False` since the last sync. Thread-safe: the
+        index writer thread calls it before committing what those appends indexed, the
+        ingest before it records the sources as consumed; a second caller waits until the
+        first one's fsyncs are done, so on return everything appended before is durable."""
+        with self._sync_lock:
+            while self._unsynced:
+                path = next(iter(self._unsynced))
+                try:
+                    fd = os.open(path, os.O_RDONLY)
+                except FileNotFoundError:  # deleted meanwhile: nothing left to make durable
+                    fd = None
+                if fd is not None:
+                    try:
+                        os.fsync(fd)  # flushes the file, whichever descriptor wrote it
+                    finally:
+                        os.close(fd)
+                self._unsynced.pop(path, None)
 
     def path_of(self, session_id: str) -> Path:
         return self.root / session_file_name(session_id)
@@ -178,33 +201,50 @@ class SessionStore:
                                 code=INGEST_HEADER_CONFLICT)
         return stored
 
-    def classify(self, stored: StoredSession | None, event: Mapping[str, Any]) -> str:
-        """'new', 'duplicate' (same seq, same bytes) or raise for conflicts and gaps."""
+    def classify(self, stored: StoredSession | None, event: Mapping[str, Any],
+                 raw: bytes | None = None) -> str:
+        """'new', 'duplicate' (same seq, same bytes) or raise for conflicts and gaps. `raw`: the
+        event's orjson serialization, if the caller has it."""
         next_seq = stored.state.next_seq if stored else 0
         seq = int(event["seq"])
         if seq == next_seq:
             return "new"
         if stored is not None and seq < next_seq:
-            if stored.digests[seq] == _digest(orjson.dumps(dict(event))):
+            if stored.digests[seq] == _digest(raw if raw is not None
+                                              else orjson.dumps(dict(event))):
                 return "duplicate"
             raise InputRejected(f"seq {seq} already holds a different event",
                                 code=INGEST_DUPLICATE_CONFLICT)
         raise InputRejected(f"seq {seq} is not contiguous; expected {next_seq}", code=INGEST_SEQ_GAP)
 
     def append(self, header: Mapping[str, Any], events: Sequence[Mapping[str, Any]],
-               state: SurfaceState) -> None:
-        """Append validated events (creating the file with its header), fsync, update the cache."""
+               state: SurfaceState, raws: Sequence[bytes | None] | None = None, *,
+               durable: bool = True) -> None:
+        """Append validated events (creating the file with its header), fsync, update the cache.
+        `raws`: the events' orjson serializations where the caller has them (None: dump).
+        `durable=False` leaves the fsync to the next `sync()` (one per batch of files, not one
+        per file); until then, a crash of the process loses nothing (the bytes are in the OS),
+        a crash of the machine may lose the tail, so nothing that claims these events may be
+        made durable before `sync()`."""
         session_id = str(header["id"])
         stored = self.load(session_id)
         lines = [] if stored is not None else [orjson.dumps(dict(header))]
-        raw = [orjson.dumps(dict(e)) for e in events]
+        if raws is None:
+            raws = [None] * len(events)
+        raw = [r if r is not None else orjson.dumps(dict(e))
+               for e, r in zip(events, raws, strict=True)]
         lines.extend(raw)
         if not lines:
             return
-        with open_private(self.path_of(session_id), "ab") as f:
+        path = self.path_of(session_id)
+        with open_private(path, "ab") as f:
             f.write(b"\n".join(lines) + b"\n")
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
+            else:
+                with self._sync_lock:
+                    self._unsynced[path] = None
         if stored is None:
             stored = StoredSession(dict(header), SurfaceState(), [])
             self._cache[session_id] = stored
@@ -212,7 +252,10 @@ class SessionStore:
         stored.digests.extend(_digest(r) for r in raw)
 
     def delete(self, session_id: str) -> None:
-        self.path_of(session_id).unlink(missing_ok=True)
+        path = self.path_of(session_id)
+        with self._sync_lock:
+            self._unsynced.pop(path, None)
+        path.unlink(missing_ok=True)
         self._cache.pop(session_id, None)
 
 

@@ -98,7 +98,8 @@ def _check(result: Any, args: list[str]) -> None:
     assert result.exception is None or isinstance(result.exception, SystemExit), (
         args, result.exception)
     assert result.exit_code in (0, 1, 2), (args, result.exit_code, result.output)
-    if "--json" not in args:
+    options = args[:args.index("--")] if "--" in args else args  # after "--": arguments
+    if "--json" not in options:
         assert "RECALL_INTERNAL_ERROR" not in result.stderr, (args, result.stderr)
         return
     if result.exit_code == 0 and args[0] != "index":
