@@ -23,6 +23,7 @@ from __future__ import annotations
 import queue
 import sys
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -36,7 +37,15 @@ QUEUE_BATCHES = 64
 #: Records applied in one transaction at most when batches are grouped.
 GROUP_RECORDS = 20_000
 
+#: How long a group waits for more batches (until GROUP_RECORDS) before it is applied; a
+#: `drain` or `close` applies it at once. Few large transactions cost far less than many small
+#: ones: every commit rewrites the same tail pages of the FTS segments and tables into the WAL
+#: and brings the next checkpoint closer (measured, 100k events in 8 shards: one session per
+#: transaction 32.5 us per event on the writer, 40 sessions 14.6).
+GROUP_WAIT_S = 0.25
+
 _STOP: Any = object()
+_FLUSH: Any = object()
 #: The GIL switch interval while a writer thread runs: how long the writer may wait for the GIL
 #: after a SQLite call (measured on 2 cores: 100 µs keeps the writer within ~15 % of its
 #: speed alone; the reader thread pays a few µs per forced switch).
@@ -101,6 +110,7 @@ class WriterThread:
 
     def drain(self) -> None:
         """Wait until every batch submitted so far is applied; raise the first error, if any."""
+        self._queue.put(_FLUSH)  # ends a group that is waiting for more batches
         self._queue.join()
         self._raise()
 
@@ -124,22 +134,28 @@ class WriterThread:
             if item is _STOP:
                 self._queue.task_done()
                 return
+            if item is _FLUSH:
+                self._queue.task_done()
+                continue
             group = [item]
             size = len(item[0])
+            markers = 0
             stop = False
+            deadline = time.monotonic() + GROUP_WAIT_S
             while size < GROUP_RECORDS:
                 try:
-                    more = self._queue.get_nowait()
+                    more = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
                 except queue.Empty:
                     break
-                if more is _STOP:
-                    stop = True
+                if more is _STOP or more is _FLUSH:
+                    markers += 1
+                    stop = more is _STOP
                     break
                 group.append(more)
                 size += len(more[0])
             if self._error is None:  # after an error the rest is dropped (the caller raises)
                 self._apply(group)
-            for _ in range(len(group) + stop):
+            for _ in range(len(group) + markers):
                 self._queue.task_done()
             if stop:
                 return

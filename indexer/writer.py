@@ -322,15 +322,6 @@ _TOTALS = ("UPDATE sessions SET event_count = event_count + ?, revision = revisi
            " first_event_time = min(COALESCE(first_event_time, ?), ?) WHERE no = ?")
 
 
-_BULK_TOTALS = (
-    "UPDATE sessions SET event_count = event_count + t.n, revision = revision + t.n,"
-    " last_event_time = max(COALESCE(last_event_time, t.latest), t.latest),"
-    " top_seq = max(top_seq, t.top),"
-    " first_event_time = min(COALESCE(first_event_time, t.earliest), t.earliest)"
-    " FROM (SELECT value ->> 0 AS n, value ->> 1 AS latest, value ->> 2 AS top,"
-    " value ->> 3 AS earliest, value ->> 4 AS no FROM json_each(?)) AS t WHERE sessions.no = t.no")
-
-
 def apply_event(w: ShardWriter, record: EventRecord) -> bool:
     """Store one event (its row, block entry and FTS entries); True if it changed the shard."""
     _check_seq(record)
@@ -485,8 +476,8 @@ class _Appends:
         _insert_documents(self.w, self.docs)
         # max(COALESCE(t0, a), a, b, …) one event at a time == max(COALESCE(t0, m), m), m = max
         # (and the same for min).
-        conn.execute(_BULK_TOTALS, (orjson.dumps(
-            [(n, t, top, first, no) for no, (n, t, top, first) in self.totals.items()]),))
+        conn.executemany(_TOTALS, [(n, n, t, t, top, first, first, no)
+                                   for no, (n, t, top, first) in self.totals.items()])
         self.naming.flush(conn)
         self.rows, self.at, self.raws, self.docs, self.totals = [], {}, {}, [], {}
 
