@@ -16,10 +16,16 @@ the ingest ran at 1.05 CPU-seconds per second on two cores). Hence (1) the write
 large calls (one JSON-array statement per table per transaction, one compression call per run
 of blocks: indexer/writer.py) and (2) while a writer thread runs, the switch interval is
 SWITCH_INTERVAL_S (restored when the last writer thread stops).
+
+While a writer thread runs, the collector's young-generation threshold is raised too
+(BULK_GC_THRESHOLDS): a bulk write allocates millions of acyclic objects (parsed events, records)
+that reference counting frees; the default threshold (700) scanned the survivors again and
+again, 25 % of the reader's CPU (measured: 21.6 -> 16.3 us per event on 100k events).
 """
 
 from __future__ import annotations
 
+import gc
 import queue
 import sys
 import threading
@@ -51,26 +57,33 @@ _FLUSH: Any = object()
 #: speed alone; the reader thread pays a few µs per forced switch).
 SWITCH_INTERVAL_S = 0.0001
 
+#: gc thresholds while a writer thread runs (generation 0, 1, 2); never lowered.
+BULK_GC_THRESHOLDS = (100_000, 20, 100)
+
 _switch_lock = threading.Lock()
 _switch_users = 0
 _switch_saved = 0.0
+_gc_saved: tuple[int, ...] = ()
 
 
-def _shorten_switch_interval() -> None:
-    global _switch_users, _switch_saved
+def _enter_bulk_mode() -> None:
+    global _switch_users, _switch_saved, _gc_saved
     with _switch_lock:
         if _switch_users == 0:
             _switch_saved = sys.getswitchinterval()
             sys.setswitchinterval(min(_switch_saved, SWITCH_INTERVAL_S))
+            _gc_saved = gc.get_threshold()
+            gc.set_threshold(*(max(a, b) for a, b in zip(_gc_saved, BULK_GC_THRESHOLDS, strict=True)))
         _switch_users += 1
 
 
-def _restore_switch_interval() -> None:
+def _leave_bulk_mode() -> None:
     global _switch_users
     with _switch_lock:
         _switch_users -= 1
         if _switch_users == 0:
             sys.setswitchinterval(_switch_saved)
+            gc.set_threshold(*_gc_saved)
 
 
 def merge(batches: Sequence[Batch]) -> Batch:
@@ -93,7 +106,7 @@ class WriterThread:
         self._error: BaseException | None = None
         self._thread = threading.Thread(target=self._run, name="recall-index-writer",
                                         daemon=True)
-        _shorten_switch_interval()
+        _enter_bulk_mode()
         self._thread.start()
         self._closed = False
 
@@ -120,7 +133,7 @@ class WriterThread:
             self._closed = True
             self._queue.put(_STOP)
             self._thread.join()
-            _restore_switch_interval()
+            _leave_bulk_mode()
         self._raise()
 
     def _raise(self) -> None:

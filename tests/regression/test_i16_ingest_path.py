@@ -11,6 +11,7 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 from pathlib import Path
 from typing import Any
@@ -178,10 +179,13 @@ def test_the_writer_runs_before_hooks_first_and_an_error_in_one_stops_its_batch(
         assert shards.tracking_position("store:b") is None  # its source was not durable
 
 
-def test_the_switch_interval_is_restored_after_the_pipeline(tmp_path: Path) -> None:
-    before = sys.getswitchinterval()
+def test_the_switch_interval_and_gc_thresholds_are_restored_after_the_pipeline(
+        tmp_path: Path) -> None:
+    before, thresholds = sys.getswitchinterval(), gc.get_threshold()
     with ShardSet(tmp_path / "idx", IndexConfig(shards=1)) as shards:
         with shards.pipeline():
             assert sys.getswitchinterval() < before
+            assert gc.get_threshold()[0] > thresholds[0]
             shards.submit(texts_session("a", ["alpha"]), {"store:a": 1})
         assert sys.getswitchinterval() == before
+        assert gc.get_threshold() == thresholds
