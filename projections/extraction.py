@@ -139,4 +139,5 @@ def extract_pieces(event: Event | Mapping[str, Any]) -> list[str]:
 
 def extract_text(event: Event | Mapping[str, Any]) -> str:
     """Pieces trimmed, empties dropped, joined with newlines, sanitized; '' means no document."""
-    return sanitize_text("\n".join(p.strip() for p in extract_pieces(event) if p.strip()))
+    stripped = [p.strip() for p in extract_pieces(event)]
+    return sanitize_text("\n".join(p for p in stripped if p))

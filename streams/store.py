@@ -63,7 +63,10 @@ class StoredSession:
 
     header: dict[str, Any]
     state: SurfaceState
-    digests: list[bytes]
+    #: Digest of each event's line, for telling exact duplicates from conflicts; None when
+    #: events were appended since they were computed (recomputed from the file on demand: only
+    #: a re-read of already stored events needs them, so appends do not pay for them).
+    digests: list[bytes] | None
 
 
 def _intact(data: bytes) -> bytes:
@@ -182,14 +185,12 @@ class SessionStore:
             return None  # only a torn header: append writes it again
         header, events = self.read(session_id)
         state = SurfaceState()
-        digests = []
         for n, event in enumerate(events, start=2):
             try:
                 state = apply(state, event)
             except FoldError as exc:
                 raise self._corrupt(path, n, f"the event does not fold ({exc.message})") from None
-            digests.append(_digest(orjson.dumps(event)))
-        stored = StoredSession(header, state, digests)
+        stored = StoredSession(header, state, [_digest(orjson.dumps(e)) for e in events])
         self._cache[session_id] = stored
         return stored
 
@@ -210,6 +211,9 @@ class SessionStore:
         if seq == next_seq:
             return "new"
         if stored is not None and seq < next_seq:
+            if stored.digests is None:
+                stored.digests = [_digest(orjson.dumps(e))
+                                  for e in self.read(str(stored.header["id"]))[1]]
             if stored.digests[seq] == _digest(raw if raw is not None
                                               else orjson.dumps(dict(event))):
                 return "duplicate"
@@ -249,7 +253,7 @@ class SessionStore:
             stored = StoredSession(dict(header), SurfaceState(), [])
             self._cache[session_id] = stored
         stored.state = state
-        stored.digests.extend(_digest(r) for r in raw)
+        stored.digests = None
 
     def delete(self, session_id: str) -> None:
         path = self.path_of(session_id)
