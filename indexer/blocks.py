@@ -27,7 +27,11 @@ LEVEL = 3
 #: (blocks in the shard, dictionary size): when each dictionary is trained (on the most
 #: recent TRAIN_SAMPLE_BLOCKS blocks).
 TRAINING = ((64, 32 * 1024), (2048, 110 * 1024))
-TRAIN_SAMPLE_BLOCKS = 2048
+#: Measured on the bench corpus (110 KiB dictionary, 5,900 later blocks compressed with it):
+#: 2048 samples 0.78 s of training, 20.73 % of the raw size; 1024: 0.48 s, 20.83 %; 512: 0.24 s,
+#: 20.87 %. Training runs on the index writer during ingest, once per shard: 512 saves ~4 us per
+#: event of a 1M-event ingest into 8 shards for 0.7 % larger blocks.
+TRAIN_SAMPLE_BLOCKS = 512
 _FORMAT = zstandard.FORMAT_ZSTD1_MAGICLESS
 
 _dictionaries: dict[tuple[str, int], zstandard.ZstdCompressionDict] = {}
