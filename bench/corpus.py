@@ -19,7 +19,7 @@ def vocabulary(seed: int = 42) -> list[str]:
 
 
 class TextGen:
-    """Zipf-distributed words (rank r has weight 1/r), like ENGINE.md's FTS5 measurements."""
+    """Zipf-distributed words (rank r has weight 1/r), like docs/ENGINE-NOTES.md's FTS5 measurements."""
 
     def __init__(self, seed: int = 42) -> None:
         self.rng = random.Random(seed)

@@ -12,7 +12,7 @@ Metrics (one run; the baselines are measured in the same run on the same machine
   table defined exactly like the index's (indexer/schema.py `events_fts`: contentless,
   columnsize=0, the same tokenizer), with the rowids the index gives them (document ids: a dense
   number << 6 | length key), 1000 rows per `BEGIN…COMMIT` through `executemany`, WAL +
-  synchronous=NORMAL (ENGINE.md 3c), through the index's own SQLite binding (APSW, so the same
+  synchronous=NORMAL (docs/ENGINE-NOTES.md 3c), through the index's own SQLite binding (APSW, so the same
   SQLite build on both sides). Excludes JSON parsing, extraction, and everything else. (Until
   issue 16 item 3 the baseline was a plain `fts5(body)` table, which also stores the text and
   its size and tokenizes with unicode61's default: 1.2–1.45x slower than the index's table on

@@ -1,4 +1,4 @@
-"""Storage and read side: the frozen index configuration (SPEC 3.10 keys plus our extensions)."""
+"""Storage and read side: the frozen index configuration (PROTOCOL §3.10 keys plus our extensions)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Storage and read side: signed opaque paging cursors and request fingerprints (SPEC 3.9)."""
+"""Storage and read side: signed opaque paging cursors and request fingerprints (PROTOCOL §3.9)."""
 
 from __future__ import annotations
 
@@ -55,7 +55,7 @@ def _invalid(message: str) -> Exception:
 
 def decode_cursor(key: bytes, cursor: str, *, instance: str, scope: str,
                   fingerprint: str) -> CursorState:
-    """Checks in SPEC order; any failure is INVALID_CURSOR. The generation is compared later.
+    """Checks in the protocol's order; any failure is INVALID_CURSOR. The generation is compared later.
     Only a flat object of scalars can be one of ours, so nothing else is re-serialized (a
     deeply nested payload would not survive orjson.dumps)."""
     if len(cursor) > MAX_CURSOR_CHARS:

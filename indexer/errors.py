@@ -1,4 +1,4 @@
-"""Storage and read side: the errors the indexer raises (all are SessionQueryError codes, SPEC 3.11)."""
+"""Storage and read side: the errors the indexer raises (all are SessionQueryError codes, PROTOCOL §3.11)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Storage and read side: metadata filters (SPEC 3.4) — validation, budgets, canonical form, SQL.
+"""Storage and read side: metadata filters (PROTOCOL §3.4) — validation, budgets, canonical form, SQL.
 
-Beyond SPEC 3.4 (extensions, docs/PROTOCOL.md §3.4): session kinds `cwd-tree` (a directory and
+Beyond PROTOCOL §3.4 (extensions, docs/PROTOCOL.md §3.4): session kinds `cwd-tree` (a directory and
 everything under it), `agent` (the agent that wrote the session) and `id-prefix` (ids starting
 with the value, with or without their `agent:` prefix); event kind `source` (who wrote a user
 message: `user`, `plugin`, `compaction` — a compact checkpoint —, `session-reference`; null
@@ -39,7 +39,7 @@ AVAILABILITY_VALUES = frozenset({"live", "persisted"})
 MAX_PREDICATES_SESSIONS = 14
 MAX_PREDICATES_EVENTS = 13
 MAX_BINDINGS = 32_766
-#: The reference implementation's fixed bindings per search statement (SPEC 3.4).
+#: The reference implementation's fixed bindings per search statement (PROTOCOL §3.4).
 FIXED_BINDINGS = 10
 
 
@@ -161,7 +161,7 @@ def count_bindings(clauses: Sequence[Clause]) -> int:
 
 
 def check_budgets(clauses: Sequence[Clause], *, within_session: bool) -> None:
-    """Predicate and binding budgets (SPEC 3.4), checked before any statement is prepared."""
+    """Predicate and binding budgets (PROTOCOL §3.4), checked before any statement is prepared."""
     cap = MAX_PREDICATES_EVENTS if within_session else MAX_PREDICATES_SESSIONS
     predicates = count_predicates(clauses)
     if predicates > cap:
@@ -178,7 +178,7 @@ def _sort_values(values: Sequence[str | None]) -> list[str | None]:
 
 
 def canonical_filters(clauses: Sequence[Clause]) -> list[dict[str, Any]]:
-    """Order-insensitive form for cursor fingerprints (SPEC 3.9)."""
+    """Order-insensitive form for cursor fingerprints (PROTOCOL §3.9)."""
     canon: list[dict[str, Any]] = []
     for c in clauses:
         if isinstance(c, ListClause):

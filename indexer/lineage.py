@@ -1,4 +1,4 @@
-"""Storage and read side: session lineage (SPEC 3.1 traceSession), iterative in both directions."""
+"""Storage and read side: session lineage (PROTOCOL §3.1 traceSession), iterative in both directions."""
 
 from __future__ import annotations
 

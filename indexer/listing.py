@@ -1,7 +1,7 @@
 """Storage and read side: the session listing — every session with its title, agent, event count
 and activity — and the titles Claude Code summaries give sessions across shards.
 
-A listing record is SPEC 3.1's `{header, live, persisted}` plus `title`, `titleSource`
+A listing record is PROTOCOL §3.1's `{header, live, persisted}` plus `title`, `titleSource`
 (`agent`: a `session/title` of the session; `summary`: a Claude Code summary kept in another
 session's log whose leaf is a record of this one; `prompt`: the person's first prompt,
 shortened; null: none of these), `agent`, `eventCount`, `firstEventTime` and `lastEventTime`.
@@ -165,14 +165,14 @@ def describe(row: Mapping[str, Any], live: bool, summaries: Mapping[str, str]) -
 
 
 def sort_listing(items: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """SPEC 3.1 order: createdAt descending, then id ascending."""
+    """PROTOCOL §3.1 order: createdAt descending, then id ascending."""
     return sorted(items, key=lambda i: (-int(i["header"].get("createdAt") or 0),
                                         str(i["header"]["id"])))
 
 
 def title_pattern(text: str) -> re.Pattern[str]:
     """A title search: literal, case-insensitive, whitespace-flexible (the `text` clause's
-    rule, SPEC 3.4)."""
+    rule, PROTOCOL §3.4)."""
     pieces = text.split()
     if not pieces:
         raise query_error(INVALID_FILTER, "a title search needs non-blank text")

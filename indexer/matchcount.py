@@ -1,4 +1,4 @@
-"""Storage and read side: the SPEC 3.6 match count as an FTS5 auxiliary function, `recall_matches`.
+"""Storage and read side: the PROTOCOL §3.6 match count as an FTS5 auxiliary function, `recall_matches`.
 
 The count is the number of spans highlight() marks: the row's phrase instances in position
 order, overlapping ones merged the way FTS5's highlight() merges them (an instance that starts at

@@ -1,4 +1,4 @@
-"""Storage and read side: request normalization (SPEC 3.3) — query text, limit, literal phrases."""
+"""Storage and read side: request normalization (PROTOCOL §3.3) — query text, limit, literal phrases."""
 
 from __future__ import annotations
 

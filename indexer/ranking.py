@@ -1,4 +1,4 @@
-"""Storage and read side: the exact ranking keys of SPEC 3.6 and the pure merge of shard results.
+"""Storage and read side: the exact ranking keys of PROTOCOL §3.6 and the pure merge of shard results.
 
 The rule is defined once, as the ordered fields below; the Python sort keys and the SQL ORDER BY
 clauses are both derived from it (tests/properties/test_ranking_props.py checks SQLite sorts

@@ -1,4 +1,4 @@
-"""Storage and read side: exact reads (SPEC 3.1) — listing, session, surface, event windows,
+"""Storage and read side: exact reads (PROTOCOL §3.1) — listing, session, surface, event windows,
 traces and metadata filters — answered from the stored rows without refolding the surface."""
 
 from __future__ import annotations
@@ -167,7 +167,7 @@ class SessionReads:
 
     def trace_event(self, session_id: str, seq: int) -> dict[str, Any]:
         """`{session, seq, replacedBy, replacementChain, replacedEventSeqs, sourceEventSeqs,
-        derivedEventSeqs}` (SPEC 2, traceEvent)."""
+        derivedEventSeqs}` (PROTOCOL §2, traceEvent)."""
         with self._reading(session_id) as (shard, conn):
             number, header = self._session_on(conn, session_id)
             events = self._events(shard, conn, number)

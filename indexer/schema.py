@@ -37,7 +37,7 @@ BLOCK_EVENTS = 1 << BLOCK_BITS
 FIRST_EXTENT = 32
 MAX_EXTENT = 8192
 
-#: Surface codes; the names are SPEC's.
+#: Surface codes; the names are the protocol's (docs/PROTOCOL.md).
 SURFACE_CODES = {"current": 0, "shadowed": 1, "log-only": 2}
 SURFACE_NAMES = {code: name for name, code in SURFACE_CODES.items()}
 CURRENT, SHADOWED = SURFACE_CODES["current"], SURFACE_CODES["shadowed"]

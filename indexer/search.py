@@ -305,7 +305,7 @@ def attach_headers(conn: Conn, candidates: list[Candidate]) -> None:
 
 
 def search_shard(conn: Conn, epoch: str, plan: dict[str, Any]) -> list[Candidate]:
-    """This shard's top `plan["fetch"]` candidates, ranked by the exact SPEC 3.6 key.
+    """This shard's top `plan["fetch"]` candidates, ranked by the exact PROTOCOL §3.6 key.
 
     With `plan["snippets"]` false the candidates carry no `snippet` (nor, for sessions, header)
     yet: the caller merges the shards first and fills them in for the page's rows only."""

@@ -1,4 +1,4 @@
-"""Storage and read side: QueryService — SPEC 3 searches and reads over a ShardSet, as wire JSON."""
+"""Storage and read side: QueryService — PROTOCOL §3 searches and reads over a ShardSet, as wire JSON."""
 
 from __future__ import annotations
 
@@ -65,7 +65,7 @@ def _hit(c: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def prepare_request(request: Any, scope: Scope, config: IndexConfig) -> dict[str, Any]:
-    """SPEC 3.3's normalization in order, filters, budgets and the request fingerprint."""
+    """PROTOCOL §3.3's normalization in order, filters, budgets and the request fingerprint."""
     if config.open_at == "never":
         raise query_error(SEARCH_DISABLED, "session search is disabled (openAt: never)")
     if not isinstance(request, Mapping):
@@ -134,7 +134,7 @@ class QueryService(SessionReads):
         if pool is not None:
             pool.shutdown(wait=True)
 
-    # -- request normalization (SPEC 3.3 order) --
+    # -- request normalization (PROTOCOL §3.3 order) --
 
     def _prepare(self, request: Any, scope: Scope) -> dict[str, Any]:
         req = prepare_request(request, scope, self.config)
@@ -294,7 +294,7 @@ class QueryService(SessionReads):
 
     def search_sessions(self, request: Any, *, now_ms: int | None = None) -> dict[str, Any]:
         """`{items: [{header, live, persisted, …listing fields, bestMatch}], nextCursor?}`
-        (SPEC 3.8; the listing fields of indexer/listing.py added)."""
+        (PROTOCOL §3.8; the listing fields of indexer/listing.py added)."""
         now = self._now_ms(now_ms)
         req = self._prepare(request, "sessions")
         rows, next_cursor, _ = self._run(req, now)

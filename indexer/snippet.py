@@ -1,4 +1,4 @@
-"""Storage and read side: hit snippets (SPEC 3.7 `makeSnippet`) and the marked texts behind them.
+"""Storage and read side: hit snippets (PROTOCOL §3.7 `makeSnippet`) and the marked texts behind them.
 
 Shards keep no document text (contentless FTS5), so a token hit's marked text is made again: the
 page's texts go into a private in-memory FTS5 table with the shard's tokenizer and FTS5's own
@@ -19,7 +19,7 @@ from projections.extraction import HIGHLIGHT_CLOSE, HIGHLIGHT_OPEN
 ELLIPSIS = "…"
 
 
-#: Python's `\s` in a str pattern is exactly `str.isspace()` (Unicode whitespace, SPEC 3.7).
+#: Python's `\s` in a str pattern is exactly `str.isspace()` (Unicode whitespace, PROTOCOL §3.7).
 _WHITESPACE = re.compile(r"\s+")
 
 
@@ -102,7 +102,7 @@ def _highlighter() -> Conn:
 
 def highlight_texts(phrase: str, texts: Mapping[int, str]) -> dict[int, str]:
     """id → the whole text with U+FDD0/U+FDD1 around each span FTS5 highlights for the MATCH
-    expression `phrase` (SPEC 3.7's input). Texts that do not match are left out."""
+    expression `phrase` (PROTOCOL §3.7's input). Texts that do not match are left out."""
     if not texts:
         return {}
     conn = _highlighter()  # one per thread: an APSW connection serves one thread at a time

@@ -274,7 +274,7 @@ def apply_header(w: ShardWriter, record: HeaderRecord) -> bool:
 
 def _start_order_key(w: ShardWriter, session: int, record: EventRecord,
                      pending: Callable[[int], Any] | None = None) -> int:
-    """The surface position a replacement takes: its range start's (SPEC 2, step 5)."""
+    """The surface position a replacement takes: its range start's (PROTOCOL §2, step 5)."""
     rep = record.replacement
     assert rep is not None
     start = pending(rep.start) if pending is not None else None

@@ -13,7 +13,7 @@ from projections.surfaces import Surface, classify_surfaces
 
 @dataclass(frozen=True, slots=True)
 class Document:
-    """One retrieval row (SPEC 3.5): `{sessionId, seq, type, time, surface, text}`."""
+    """One retrieval row (PROTOCOL §3.5): `{sessionId, seq, type, time, surface, text}`."""
 
     session_id: str
     seq: int

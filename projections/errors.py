@@ -1,10 +1,10 @@
-"""Errors for every stage of the flow: one root, stable codes from SPEC.md, and what to do next."""
+"""Errors for every stage of the flow: one root, stable codes from docs/PROTOCOL.md, and what to do next."""
 
 from __future__ import annotations
 
 from typing import Any
 
-# Codes for rejected input records (ours: SPEC.md names only query/reference codes). They are
+# Codes for rejected input records (ours: docs/PROTOCOL.md names only query/reference codes). They are
 # stable: dead-letter records and `--json` output carry them, and scripts match on them.
 INGEST_MALFORMED_JSON = "INGEST_MALFORMED_JSON"
 INGEST_INVALID_UTF8 = "INGEST_INVALID_UTF8"
@@ -25,7 +25,7 @@ INGEST_CORRUPT_COMPRESSION = "INGEST_CORRUPT_COMPRESSION"
 INGEST_FILE_TOO_LARGE = "INGEST_FILE_TOO_LARGE"
 INGEST_IMPORTER_FAILED = "INGEST_IMPORTER_FAILED"
 
-# Codes of the operator-facing errors that are ours (SPEC.md names query/reference codes only).
+# Codes of the operator-facing errors that are ours (docs/PROTOCOL.md names query/reference codes only).
 RECALL_USAGE = "RECALL_USAGE"
 RECALL_CONFIG_INVALID = "RECALL_CONFIG_INVALID"
 RECALL_LOCK_TIMEOUT = "RECALL_LOCK_TIMEOUT"
@@ -70,13 +70,13 @@ class RecallError(Exception):
 
 
 class SessionQueryError(RecallError):
-    """A search or read request failed; `code` is one of SPEC 3.11's SESSION_QUERY_* strings."""
+    """A search or read request failed; `code` is one of PROTOCOL §3.11's SESSION_QUERY_* strings."""
 
     code = "SESSION_QUERY_INDEX_FAILED"
 
 
 class FoldError(SessionQueryError):
-    """`fold_surface` rejected an event: the log breaks SPEC 2 (surface ops, provenance, contiguity)."""
+    """`fold_surface` rejected an event: the log breaks PROTOCOL §2 (surface ops, provenance, contiguity)."""
 
     code = "SESSION_QUERY_INVALID_SURFACE"
     hint = "the log is invalid from this event on; fix or drop the offending event and re-ingest"
@@ -88,7 +88,7 @@ class FoldError(SessionQueryError):
 
 
 class SessionReferenceError(RecallError):
-    """Preparing a cross-session reference failed; `code` is one of SPEC 4.9's SESSION_REFERENCE_*."""
+    """Preparing a cross-session reference failed; `code` is one of PROTOCOL §4.9's SESSION_REFERENCE_*."""
 
     code = "SESSION_REFERENCE_INVALID_REFERENCE"
 

@@ -21,10 +21,10 @@ from projections.errors import INGEST_SCHEMA_VIOLATION, InputRejected
 MAX_SAFE_INTEGER = 2**53 - 1
 SESSION_FORMAT_VERSION = 0
 
-#: The three surface-eligible types (SPEC 1.2): they produce model messages and carry surfaceOp.
+#: The three surface-eligible types (PROTOCOL §1.2): they produce model messages and carry surfaceOp.
 SURFACE_TYPES: frozenset[str] = frozenset({"user/message", "assistant/message", "tool/result"})
 
-#: DSH's KNOWN_SESSION_EVENT_TYPES (SPEC 1.2): 3 surface + 10 core log-only + 35 plugin = 48.
+#: DSH's KNOWN_SESSION_EVENT_TYPES (PROTOCOL §1.2): 3 surface + 10 core log-only + 35 plugin = 48.
 KNOWN_EVENT_TYPES: frozenset[str] = SURFACE_TYPES | frozenset({
     "turn/start", "turn/end", "step/start", "step/end", "assistant/chunk", "tool/call",
     "todo/write", "request/header", "request/context", "session/end-seed",
@@ -39,12 +39,12 @@ KNOWN_EVENT_TYPES: frozenset[str] = SURFACE_TYPES | frozenset({
     "web/deepseek-search-llm-request",
 })
 
-#: Packed chunk rows (SPEC 0.1): one row stands for a run of `assistant/chunk` events.
+#: Packed chunk rows (PROTOCOL §0.1): one row stands for a run of `assistant/chunk` events.
 CHUNK_ROW_TYPES: frozenset[str] = frozenset({"text-chunks", "reasoning-chunks", "tool-call-chunks"})
 
 
 def check_lossless(value: Any, path: str = "data") -> None:
-    """Reject values JSON cannot carry exactly (SPEC 1.2): -0, non-finite, unsafe ints, non-JSON types."""
+    """Reject values JSON cannot carry exactly (PROTOCOL §1.2): -0, non-finite, unsafe ints, non-JSON types."""
     # Almost every value passes: walk it without building paths, and only when that walk finds
     # something it cannot vouch for, walk again with paths to name the first offender.
     if not _plainly_lossless(value):
@@ -109,7 +109,7 @@ def _check_lossless_with_paths(value: Any, path: str) -> None:
 
 
 class SessionHeader(BaseModel):
-    """Line 1 of a native log (SPEC 1.1): immutable, validated storage metadata."""
+    """Line 1 of a native log (PROTOCOL §1.1): immutable, validated storage metadata."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -127,7 +127,7 @@ class SessionHeader(BaseModel):
     agent_preset: str | None = Field(default=None, alias="agentPreset")
     #: Ours (not in DSH): who writes this log. `"recall"` for sessions created through recall's
     #: own API (recall appends to them: references, `recall append`); absent for every other
-    #: log (an agent's file, an external producer): recall never appends to those (SPEC 4.7).
+    #: log (an agent's file, an external producer): recall never appends to those (PROTOCOL §4.7).
     writer: Literal["recall"] | None = None
 
     @field_validator("cwd")
@@ -147,7 +147,7 @@ def _is_windows_absolute(path: str) -> bool:
 
 
 class Event(BaseModel):
-    """One log entry (SPEC 1.2). surfaceOp and sourceEventSeqs stay raw: `fold_surface` judges them."""
+    """One log entry (PROTOCOL §1.2). surfaceOp and sourceEventSeqs stay raw: `fold_surface` judges them."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 
@@ -171,7 +171,7 @@ class Event(BaseModel):
 
 
 def header_key_fields(header: Mapping[str, Any]) -> tuple[Any, ...]:
-    """The fields two observations of one id must agree on (SPEC 1.1); absent depth counts as 0.
+    """The fields two observations of one id must agree on (PROTOCOL §1.1); absent depth counts as 0.
     Ours: `writer` too, so a log someone else writes can never join a session recall writes (or
     the reverse): two writers of one session are a header conflict."""
     return (header.get("version"), header.get("id"), header.get("createdAt"), header.get("cwd"),

@@ -1,4 +1,4 @@
-"""Stage 3 of the flow: the semantic text of one event (SPEC 3.5), the input of every document."""
+"""Stage 3 of the flow: the semantic text of one event (PROTOCOL §3.5), the input of every document."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import orjson
 
 from projections.events import Event, as_wire
 
-#: Reserved highlight markers (SPEC 3.3): never allowed in stored text.
+#: Reserved highlight markers (PROTOCOL §3.3): never allowed in stored text.
 HIGHLIGHT_OPEN = "\ufdd0"
 HIGHLIGHT_CLOSE = "\ufdd1"
 _SANITIZE = str.maketrans({"\x00": "\ufffd", HIGHLIGHT_OPEN: "\ufffd", HIGHLIGHT_CLOSE: "\ufffd"})
@@ -20,7 +20,7 @@ STRUCTURAL_TYPES: frozenset[str] = frozenset({
 
 
 def sanitize_text(text: str) -> str:
-    """NUL and the reserved highlight markers become U+FFFD before indexing (SPEC 3.3)."""
+    """NUL and the reserved highlight markers become U+FFFD before indexing (PROTOCOL §3.3)."""
     # Three substring searches cost a fraction of translate(), which maps every character.
     if "\x00" not in text and (text.isascii() or (HIGHLIGHT_OPEN not in text
                                                   and HIGHLIGHT_CLOSE not in text)):

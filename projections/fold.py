@@ -1,4 +1,4 @@
-"""Stage 1 of the flow: `fold_surface`, the one surface state machine (SPEC 2), batch and incremental.
+"""Stage 1 of the flow: `fold_surface`, the one surface state machine (PROTOCOL §2), batch and incremental.
 
 The state is paged so that a changelog-backed table can write only what an event changed: an
 append touches the meta record and the tail page, never the whole surface. Pages store nodes
@@ -76,7 +76,7 @@ class Step:
 
 @dataclass(frozen=True, slots=True)
 class SurfaceFold:
-    """`fold_surface` output (SPEC 2): surface `nodes` in model order and `replacements` in log order."""
+    """`fold_surface` output (PROTOCOL §2): surface `nodes` in model order and `replacements` in log order."""
 
     nodes: list[int]
     replacements: list[Replacement] = field(default_factory=list)
@@ -125,7 +125,7 @@ def _validate_provenance(kind: str, seq: int, cited: Any) -> tuple[int, ...] | N
 
 
 def blank_tool_result(data: Any) -> Any:
-    """The tool/result data with `message.content[0]`'s content removed (SPEC 2 rewrite rule)."""
+    """The tool/result data with `message.content[0]`'s content removed (PROTOCOL §2 rewrite rule)."""
     if not isinstance(data, dict):
         return data
     message = data.get("message")

@@ -148,7 +148,7 @@ def _loads(number: int, line: bytes) -> tuple[Any, bool, Rejection | None]:
 
 
 def check_event_type(event: Mapping[str, Any]) -> None:
-    """Unknown types load only when marked ignorable (SPEC 1.2)."""
+    """Unknown types load only when marked ignorable (PROTOCOL §1.2)."""
     if event["type"] not in KNOWN_EVENT_TYPES and event.get("ignorable") is not True:
         raise InputRejected(f"unknown event type {event['type']!r} without ignorable: true",
                             code=INGEST_UNKNOWN_EVENT_TYPE)

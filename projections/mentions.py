@@ -1,4 +1,4 @@
-"""Reference stage: canonical `dsh-session:` URIs and `@[label](uri)` mentions in text (SPEC 4.1)."""
+"""Reference stage: canonical `dsh-session:` URIs and `@[label](uri)` mentions in text (PROTOCOL §4.1)."""
 
 from __future__ import annotations
 

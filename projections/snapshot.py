@@ -1,4 +1,4 @@
-"""Reference stage: a frozen, tag-safe, byte-bounded snapshot of one source surface (SPEC 4.2–4.8)."""
+"""Reference stage: a frozen, tag-safe, byte-bounded snapshot of one source surface (PROTOCOL §4.2–4.8)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from projections.errors import SessionReferenceError
 from projections.events import MAX_SAFE_INTEGER, SessionHeader
 from projections.extraction import message_of
 
-# Stable codes of SPEC 4.9 (the strings scripts and replies match on).
+# Stable codes of PROTOCOL §4.9 (the strings scripts and replies match on).
 INVALID_CONFIG = "SESSION_REFERENCE_INVALID_CONFIG"
 INVALID_REFERENCE = "SESSION_REFERENCE_INVALID_REFERENCE"
 SELF_REFERENCE = "SESSION_REFERENCE_SELF_REFERENCE"
@@ -23,12 +23,12 @@ READ_FAILED = "SESSION_REFERENCE_READ_FAILED"
 BUDGET_EXCEEDED = "SESSION_REFERENCE_BUDGET_EXCEEDED"
 CANCELLED = "SESSION_REFERENCE_CANCELLED"
 
-# Defaults of SPEC 4.5.
+# Defaults of PROTOCOL §4.5.
 MAX_REFERENCES = 3
 CANDIDATE_LIMIT = 50
 MAX_REFERENCE_BYTES = 65_536
 
-#: SPEC 4.6, byte for byte: the blank lines and the newline after the opening tag are part of it.
+#: PROTOCOL §4.6, byte for byte: the blank lines and the newline after the opening tag are part of it.
 PROMPT_PREFIX = (
     "## Referenced sessions\n"
     "\n"
@@ -46,7 +46,7 @@ Role = Literal["user", "assistant"]
 
 @dataclass(frozen=True)
 class Unit:
-    """One text-only conversation item of a source snapshot (SPEC 4.3)."""
+    """One text-only conversation item of a source snapshot (PROTOCOL §4.3)."""
 
     role: Role
     text: str
@@ -65,7 +65,7 @@ class Reference:
 
 
 # ---------------------------------------------------------------------------------------------
-# JSON exactly as JavaScript's JSON.stringify writes it (SPEC 4.4)
+# JSON exactly as JavaScript's JSON.stringify writes it (PROTOCOL §4.4)
 # ---------------------------------------------------------------------------------------------
 
 # JS escapes only these, control characters and lone surrogates; everything else (U+2028/2029,
@@ -198,17 +198,17 @@ def _write_container(value: list[Any] | tuple[Any, ...] | dict[Any, Any], parts:
 
 
 def stringify_tag_safe_json(value: Any) -> str:
-    """SPEC 4.4: JSON.stringify with every `<` as `\\u003c`. A `<` only occurs inside string
+    """PROTOCOL §4.4: JSON.stringify with every `<` as `\\u003c`. A `<` only occurs inside string
     literals of JSON output, so the escape is lossless yet no data can spell a tag."""
     return js_stringify(value).replace("<", "\\u003c")
 
 
 # ---------------------------------------------------------------------------------------------
-# Projection (SPEC 4.3)
+# Projection (PROTOCOL §4.3)
 # ---------------------------------------------------------------------------------------------
 
 def is_compact_checkpoint(source: Any) -> bool:
-    """isCompactCheckpointSource (SPEC 1.4)."""
+    """isCompactCheckpointSource (PROTOCOL §1.4)."""
     return isinstance(source, dict) and source.get("kind") == "plugin" \
         and source.get("plugin") == "compact"
 
@@ -245,12 +245,12 @@ def _unit_of(event: Mapping[str, Any]) -> Unit | None:
 
 
 def project_units(surface_events: Sequence[Mapping[str, Any]]) -> list[Unit]:
-    """The current surface as text-only units, in surface order (SPEC 4.3)."""
+    """The current surface as text-only units, in surface order (PROTOCOL §4.3)."""
     return [u for u in (_unit_of(e) for e in surface_events) if u is not None]
 
 
 # ---------------------------------------------------------------------------------------------
-# Retention under the per-source byte budget (SPEC 4.5)
+# Retention under the per-source byte budget (PROTOCOL §4.5)
 # ---------------------------------------------------------------------------------------------
 
 @dataclass(frozen=True)
@@ -265,7 +265,7 @@ class _Slot:
 
 @dataclass(frozen=True)
 class Retention:
-    """The retained conversation and the facts provenance records about it (SPEC 4.8)."""
+    """The retained conversation and the facts provenance records about it (PROTOCOL §4.8)."""
 
     conversation: tuple[tuple[Role, str], ...]
     compacted: bool
@@ -306,7 +306,7 @@ def _slot(unit: Unit, text: str, omitted: int) -> _Slot:
 
 def data_object(session_id: str, label: str, cwd: str | None, captured_through_seq: int | None,
                 conversation: Sequence[tuple[str, str]]) -> dict[str, Any]:
-    """The serialized data of one source, keys in exactly SPEC 4.3's order."""
+    """The serialized data of one source, keys in exactly PROTOCOL §4.3's order."""
     return {"sessionId": session_id, "label": label, "cwd": cwd,
             "capturedThroughSeq": captured_through_seq,
             "conversation": [{"role": role, "text": text} for role, text in conversation]}
@@ -422,7 +422,7 @@ def _truncate_longest(slots: list[_Slot], skeleton: int, max_bytes: int, session
 
 def retain_units(units: Sequence[Unit], *, session_id: str, label: str, cwd: str | None,
                  captured_through_seq: int | None, max_bytes: int) -> Retention:
-    """SPEC 4.5's drop-then-truncate retention of one source; raises BUDGET_EXCEEDED."""
+    """PROTOCOL §4.5's drop-then-truncate retention of one source; raises BUDGET_EXCEEDED."""
     skeleton = len(stringify_tag_safe_json(
         data_object(session_id, label, cwd, captured_through_seq, [])).encode("utf-8"))
     slots, dropped, dropped_bytes = _drop_oldest(units, skeleton, max_bytes)
@@ -438,7 +438,7 @@ def retain_units(units: Sequence[Unit], *, session_id: str, label: str, cwd: str
 
 
 # ---------------------------------------------------------------------------------------------
-# Sources, references, config and the context message (SPEC 4.2, 4.6, 4.8)
+# Sources, references, config and the context message (PROTOCOL §4.2, 4.6, 4.8)
 # ---------------------------------------------------------------------------------------------
 
 def _header_fields(header: SessionHeader | Mapping[str, Any]) -> tuple[str, str | None]:
@@ -455,7 +455,7 @@ def build_source_snapshot(header: SessionHeader | Mapping[str, Any],
                           surface_events: Sequence[Mapping[str, Any]],
                           captured_through_seq: int | None, label: str, max_bytes: int,
                           input_index: int) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Project and retain one source: (its data object, its provenance entry of SPEC 4.8)."""
+    """Project and retain one source: (its data object, its provenance entry of PROTOCOL §4.8)."""
     session_id, cwd = _header_fields(header)
     kept = retain_units(project_units(surface_events), session_id=session_id, label=label,
                         cwd=cwd, captured_through_seq=captured_through_seq, max_bytes=max_bytes)
@@ -484,7 +484,7 @@ def _reference_of(item: Any) -> Reference:
 
 def normalize_references(target_session_id: str, references: Sequence[Any],
                          max_references: int = MAX_REFERENCES) -> list[Reference]:
-    """SPEC 4.2 step 1: validate in input order, refuse self (before dedup), keep first of each
+    """PROTOCOL §4.2 step 1: validate in input order, refuse self (before dedup), keep first of each
     id with its label, then bound the distinct count."""
     if isinstance(references, (str, bytes)) or not isinstance(references, Sequence):
         raise SessionReferenceError("references must be a list", code=INVALID_REFERENCE)
@@ -507,7 +507,7 @@ def _is_int(value: Any) -> bool:
 
 
 def validate_reference_config(max_references: Any, max_bytes: Any) -> None:
-    """SPEC 4.5: maxReferences in 1..3 and a positive safe-integer maxReferenceBytes."""
+    """PROTOCOL §4.5: maxReferences in 1..3 and a positive safe-integer maxReferenceBytes."""
     if not _is_int(max_references) or not 1 <= max_references <= MAX_REFERENCES:
         raise SessionReferenceError(f"maxReferences must be 1..{MAX_REFERENCES}, got "
                                     f"{max_references!r}", code=INVALID_CONFIG)
@@ -517,7 +517,7 @@ def validate_reference_config(max_references: Any, max_bytes: Any) -> None:
 
 
 def validate_candidate_limit(limit: Any) -> int:
-    """SPEC 4.1: a candidate limit is a positive safe integer, else INVALID_REFERENCE."""
+    """PROTOCOL §4.1: a candidate limit is a positive safe integer, else INVALID_REFERENCE."""
     if not _is_int(limit) or not 1 <= limit <= MAX_SAFE_INTEGER:
         raise SessionReferenceError(f"candidate limit must be a positive integer, got {limit!r}",
                                     code=INVALID_REFERENCE)
@@ -525,7 +525,7 @@ def validate_candidate_limit(limit: Any) -> int:
 
 
 def render_prompt(sources_data: Sequence[Mapping[str, Any]]) -> str:
-    """SPEC 4.2 step 6: fixed warning, tag-safe data array (mention order), closing tag."""
+    """PROTOCOL §4.2 step 6: fixed warning, tag-safe data array (mention order), closing tag."""
     return PROMPT_PREFIX + stringify_tag_safe_json(list(sources_data)) + PROMPT_SUFFIX
 
 

@@ -11,7 +11,7 @@ from projections.fold import SurfaceFold, fold_surface
 
 
 class Surface(StrEnum):
-    """Where an event stands for the model (SPEC 2, "Classification used by retrieval")."""
+    """Where an event stands for the model (PROTOCOL §2, "Classification used by retrieval")."""
 
     CURRENT = "current"
     SHADOWED = "shadowed"

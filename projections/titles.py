@@ -29,7 +29,7 @@ CLAUDE_AGENT = "claude-code"
 PROMPT_TITLE_CHARS = 100
 
 #: Who wrote a user/message, as the index stores it (3 bits): its `source.kind`, with the compact
-#: checkpoints (`plugin` source, plugin `compact`: a compaction summary, SPEC 1.4) told apart
+#: checkpoints (`plugin` source, plugin `compact`: a compaction summary, PROTOCOL §1.4) told apart
 #: from other plugin injections. 0: not a user message, or no source kind; OTHER: a kind outside
 #: these names.
 SOURCE_CODES: dict[str, int] = {"user": 1, "plugin": 2, "session-reference": 3, "compaction": 4}

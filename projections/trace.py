@@ -1,4 +1,4 @@
-"""Read side of the fold: replacement and citation relationships of one event (SPEC 2, traceEvent)."""
+"""Read side of the fold: replacement and citation relationships of one event (PROTOCOL §2, traceEvent)."""
 
 from __future__ import annotations
 

@@ -11,7 +11,7 @@ from projections.fold import fold_surface
 
 
 def derive_event_message(event: Event | Mapping[str, Any]) -> dict[str, Any] | None:
-    """The model message an eligible event yields; None when it has no content (SPEC 2)."""
+    """The model message an eligible event yields; None when it has no content (PROTOCOL §2)."""
     wire = as_wire(event)
     kind = str(wire.get("type"))
     if kind not in SURFACE_TYPES:
@@ -35,13 +35,13 @@ def surface_events(events: Sequence[Event | Mapping[str, Any]]) -> list[Mapping[
 
 
 def model_transcript(events: Sequence[Event | Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Ledger 1 (SPEC 5.1): messages of the current surface only, in surface order."""
+    """Ledger 1 (PROTOCOL §5.1): messages of the current surface only, in surface order."""
     out = (derive_event_message(e) for e in surface_events(events))
     return [m for m in out if m is not None]
 
 
 def human_transcript(events: Sequence[Event | Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """The UI's ledger (SPEC 5.1): append-origin surface events in log order; replacement copies
+    """The UI's ledger (PROTOCOL §5.1): append-origin surface events in log order; replacement copies
     are model-only, so what compaction hid from the model stays visible to the person."""
     wires = [as_wire(e) for e in events]
     fold_surface(wires, base_seq=int(wires[0]["seq"]) if wires else 0)  # the log must be valid

@@ -76,7 +76,7 @@ def print_columns(rows: Sequence[Sequence[str]]) -> None:
 
 def json_option(func: F) -> F:
     return click.option("--json", "as_json", is_flag=True,
-                        help="Print machine-readable JSON (camelCase, as SPEC.md).")(func)
+                        help="Print machine-readable JSON (camelCase, as docs/PROTOCOL.md).")(func)
 
 
 def handle_errors(func: F) -> F:
@@ -276,7 +276,7 @@ def event_filter_options(func: F) -> F:
         click.option("--limit", type=int, help="Page size (default 20, max 100)."),
         click.option("--cursor", type=TEXT, help="nextCursor of the previous page."),
         click.option("--request", "request_file", type=click.File("rb"),
-                     help="The full request JSON (SPEC 3.2, camelCase); '-' reads stdin."),
+                     help="The full request JSON (PROTOCOL §3.2, camelCase); '-' reads stdin."),
         click.option("--substring", is_flag=True, help="Substring (trigram) matching."),
         click.option("--snapshot", is_flag=True,
                      help="Snapshot paging: later pages come from the first page's generation."),
@@ -323,11 +323,11 @@ def read_request(handle: Any) -> dict[str, Any]:
         value = jsonwire.loads(data.strip() if isinstance(data, bytes) else data.encode())
     except InputRejected as exc:
         raise UsageError(f"the --request file is not a usable JSON object ({exc.code}: "
-                         f"{exc.message})", hint="give the SPEC 3.2 request as one JSON "
+                         f"{exc.message})", hint="give the PROTOCOL §3.2 request as one JSON "
                          "object") from None
     if not isinstance(value, dict):
         raise UsageError(f"the --request file holds a JSON {type(value).__name__}, not an "
-                         "object", hint="give the SPEC 3.2 request as one JSON object")
+                         "object", hint="give the PROTOCOL §3.2 request as one JSON object")
     return value
 
 

@@ -211,7 +211,7 @@ class Recall:
         """The name of the index generation answering queries (e.g. `gen-000002`)."""
         return str(self.backend.call("index_generation", {})["generation"])
 
-    # --- search (SPEC 3) ----------------------------------------------------------------------
+    # --- search (PROTOCOL §3) ----------------------------------------------------------------------
 
     def search_sessions(self, query: str | None = None, *,
                         request: Mapping[str, Any] | None = None, now_ms: int | None = None,
@@ -230,7 +230,7 @@ class Recall:
             req["sessionId"] = session_id
         return dict(self.backend.call("search_events", {"request": req}))
 
-    # --- reads (SPEC 3.1) ---------------------------------------------------------------------
+    # --- reads (PROTOCOL §3.1) ---------------------------------------------------------------------
 
     def list_sessions(self, *, cwd: str | None = None, agent: str | None = None,
                       title: str | None = None, limit: int | None = None,
@@ -239,7 +239,7 @@ class Recall:
         """`[{header, live, persisted, title, titleSource, agent, eventCount, firstEventTime,
         lastEventTime}]`, newest first. `cwd`: that directory and everything under it;
         `agent`: e.g. `claude-code` or `dsh` (native logs); `title`: a literal,
-        case-insensitive search of the titles; `filters`: any session filters (SPEC 3.4 and
+        case-insensitive search of the titles; `filters`: any session filters (PROTOCOL §3.4 and
         the extensions of docs/PROTOCOL.md)."""
         clauses = [dict(f) for f in filters or []]
         if cwd is not None:
@@ -288,7 +288,7 @@ class Recall:
         return dict(self.backend.call("filter_events", {"sessionId": session_id,
                                                         "filters": list(filters)}))
 
-    # --- references (SPEC 4) ------------------------------------------------------------------
+    # --- references (PROTOCOL §4) ------------------------------------------------------------------
 
     def prepare_reference(self, target_session_id: str, message: str | None = None, *,
                           references: Sequence[Mapping[str, Any]] = (),
@@ -308,7 +308,7 @@ class Recall:
             args["messageId"] = message_id
         return dict(self.backend.call("prepare_reference", args))
 
-    # --- sessions recall writes (SPEC 4.7, ours) -------------------------------------------------
+    # --- sessions recall writes (PROTOCOL §4.7, ours) -------------------------------------------------
 
     def create_session(self, session_id: str | None = None, *, cwd: str | None = None,
                        parent_session: str | None = None, agent_preset: str | None = None,

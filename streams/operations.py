@@ -87,7 +87,7 @@ def resolve_session(backend: Backend, text: str) -> str:
 
 
 def _list_sessions(backend: Backend, args: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """The listing, narrowed by session filters (any SPEC 3.4 kind or extension), a title
+    """The listing, narrowed by session filters (any PROTOCOL §3.4 kind or extension), a title
     search and a limit."""
     filters = args.get("filters")
     records = (backend.query().filter_sessions(filters, now_ms=_now(args)) if filters is not None
@@ -168,7 +168,7 @@ OPERATIONS: dict[str, Callable[[Backend, Mapping[str, Any]], Any]] = {
 }
 
 
-#: The SPEC code for an unusable value, by the argument it sits in (else INVALID_FILTER).
+#: The protocol's code for an unusable value, by the argument it sits in (else INVALID_FILTER).
 _CODE_BY_KEY = {"seq": "SESSION_QUERY_EVENT_NOT_FOUND", "before": "SESSION_QUERY_INVALID_WINDOW",
                 "after": "SESSION_QUERY_INVALID_WINDOW", "limit": "SESSION_QUERY_INVALID_LIMIT",
                 "query": "SESSION_QUERY_INVALID_QUERY", "cursor": "SESSION_QUERY_INVALID_CURSOR"}
@@ -178,7 +178,7 @@ _REFERENCE_OPS = frozenset({"prepare_reference", "list_candidates"})
 def check_args(op: str, args: Any) -> None:
     """Arguments must be JSON every runtime reads alike: objects with string keys, valid
     Unicode text, integers within ±(2^53 − 1), finite numbers, bounded nesting. Anything else
-    is the SPEC code of the argument it sits in, before any work (never an OverflowError deep
+    is the protocol's code of the argument it sits in, before any work (never an OverflowError deep
     in SQLite or a TypeError in a serializer)."""
     stack: list[tuple[Any, str, int]] = [(args, "", 0)]
     while stack:

@@ -1,4 +1,4 @@
-"""Write stage for sessions recall itself keeps: one writer per session (SPEC 4.7, ours).
+"""Write stage for sessions recall itself keeps: one writer per session (PROTOCOL §4.7, ours).
 
 Every stored session records who writes its log, in its header: `"writer": "recall"` for a
 session created through recall's API (`Recall.create_session`, `recall create`), nothing for
@@ -66,7 +66,7 @@ def require_writer(header: Mapping[str, Any]) -> None:
 def new_header(session_id: str | None = None, *, cwd: str | None = None,
                parent_session: str | None = None, agent_preset: str | None = None,
                created_at: int | None = None) -> dict[str, Any]:
-    """The header of a new recall-written session (validated: SPEC 1.1 plus `writer`)."""
+    """The header of a new recall-written session (validated: PROTOCOL §1.1 plus `writer`)."""
     header: dict[str, Any] = {
         "type": "session", "version": 0, "id": session_id or f"rs-{uuid.uuid4()}",
         "createdAt": int(time.time() * 1000) if created_at is None else created_at}

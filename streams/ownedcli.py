@@ -1,4 +1,4 @@
-"""Entry points for sessions recall writes: `recall create` and `recall append` (SPEC 4.7, ours)."""
+"""Entry points for sessions recall writes: `recall create` and `recall append` (PROTOCOL §4.7, ours)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Reference stage, runtime side: read sources at one captured seq, build the frozen snapshot and
-append `[context, readable]` to the target as two plain `user/message` appends (SPEC 4.7, our order)
+append `[context, readable]` to the target as two plain `user/message` appends (PROTOCOL §4.7, our order)
 when recall writes the target; for a target someone else writes (an agent's file, an outside
 producer) the two messages are returned for that writer to deliver (`delivery: "returned"`).
 This service is shared by the embedded runtime and the Kafka query worker, so neither ever
@@ -64,7 +64,7 @@ _ENVELOPE = ("type", "seq", "time", "data", "surfaceOp", "sourceEventSeqs", "ign
 
 def number_events(base: int, events: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
     """Give appended events their seqs, continuing a log that holds `base` events (envelope
-    keys in SPEC 1.2 order, so the stored line is the same whoever appended it)."""
+    keys in PROTOCOL §1.2 order, so the stored line is the same whoever appended it)."""
     out = []
     for i, event in enumerate(events):
         numbered = {**event, "seq": base + i}
@@ -73,7 +73,7 @@ def number_events(base: int, events: Sequence[Mapping[str, Any]]) -> list[dict[s
 
 
 class ReferenceService:
-    """`prepare` (SPEC 4.2) and `candidates` (SPEC 4.1) over a query service and an appender."""
+    """`prepare` (PROTOCOL §4.2) and `candidates` (PROTOCOL §4.1) over a query service and an appender."""
 
     def __init__(self, query: Any, append: Appender | None, *, max_references: int,
                  max_reference_bytes: int, candidate_limit: int,

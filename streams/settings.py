@@ -48,20 +48,20 @@ class Settings(BaseSettings):
     lock_timeout_s: float = Field(default=600.0, ge=0)
     #: RECALL_LIVE_WINDOW_MS — a session whose last event is this recent counts as live.
     live_window_ms: int = Field(default=10 * 60 * 1000, ge=0)
-    #: RECALL_DEFAULT_LIMIT / RECALL_MAX_LIMIT — page sizes (SPEC 3.10).
+    #: RECALL_DEFAULT_LIMIT / RECALL_MAX_LIMIT — page sizes (PROTOCOL §3.10).
     default_limit: int = Field(default=20, ge=1)
     max_limit: int = Field(default=100, ge=1)
-    #: RECALL_SNIPPET_CHARS — snippet bound in code points (SPEC 3.7).
+    #: RECALL_SNIPPET_CHARS — snippet bound in code points (PROTOCOL §3.7).
     snippet_chars: int = Field(default=240, ge=1)
-    #: RECALL_READ_WINDOW_MAX — cap on before/after of a read (SPEC 3.10).
+    #: RECALL_READ_WINDOW_MAX — cap on before/after of a read (PROTOCOL §3.10).
     read_window_max: int = Field(default=50, ge=0)
     #: RECALL_SNAPSHOT_RETENTION_S — how long snapshot-paging cursors stay valid.
     snapshot_retention_s: int = Field(default=300, ge=0)
-    #: RECALL_MAX_REFERENCES — sources per reference message (SPEC 4.5: 1–3).
+    #: RECALL_MAX_REFERENCES — sources per reference message (PROTOCOL §4.5: 1–3).
     max_references: int = 3
-    #: RECALL_MAX_REFERENCE_BYTES — per-source budget of the serialized snapshot (SPEC 4.5).
+    #: RECALL_MAX_REFERENCE_BYTES — per-source budget of the serialized snapshot (PROTOCOL §4.5).
     max_reference_bytes: int = 65_536
-    #: RECALL_CANDIDATE_LIMIT — default size of `recall candidates` (SPEC 4.5).
+    #: RECALL_CANDIDATE_LIMIT — default size of `recall candidates` (PROTOCOL §4.5).
     candidate_limit: int = 50
     #: RECALL_REQUEST_TIMEOUT_S — deadline of one request over Kafka request/reply.
     request_timeout_s: float = Field(default=30.0, gt=0)

@@ -1,4 +1,4 @@
-"""Ingest edge: Claude Code compaction records → SPEC 1.3 compaction and tool-result pruning events."""
+"""Ingest edge: Claude Code compaction records → PROTOCOL §1.3 compaction and tool-result pruning events."""
 
 from __future__ import annotations
 
@@ -89,7 +89,7 @@ class CompactionMixin:
 
     def _microcompact(self, line: SourceLine, value: dict[str, Any]) -> None:
         """Each listed tool result still on the surface is rewritten to the cleared placeholder:
-        `compaction/prune`, then a tool/result replacing exactly that result (SPEC 1.3)."""
+        `compaction/prune`, then a tool/result replacing exactly that result (PROTOCOL §1.3)."""
         self._log_only(line, f"{PREFIX}/system", {})
         meta = value.get("microcompactMetadata")
         meta = meta if isinstance(meta, dict) else {}

@@ -2,7 +2,7 @@
 
 `response_item`s are the model-visible history and become surface events; `event_msg`s are the
 UI stream (they duplicate user/agent messages and tool output) and stay log-only. A `compacted`
-item replaces the whole current surface with its replacement history (SPEC 1.3 shape).
+item replaces the whole current surface with its replacement history (PROTOCOL §1.3 shape).
 """
 
 from __future__ import annotations

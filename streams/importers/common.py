@@ -143,7 +143,7 @@ def iso_ms(value: Any) -> int | None:
 
 def make_header(session_id: str, created_at: int, *, cwd: Any = None,
                 parent: str | None = None, depth: int = 0) -> dict[str, Any]:
-    """A native header (SPEC 1.1); a cwd that is not absolute is left out, not rejected.
+    """A native header (PROTOCOL §1.1); a cwd that is not absolute is left out, not rejected.
     `depth > 0` marks a subagent (`origin`); a parent at depth 0 is a fork's lineage."""
     header: dict[str, Any] = {"type": "session", "version": 0, "id": session_id,
                               "createdAt": max(created_at, 0)}
@@ -226,7 +226,7 @@ class Emitter:
 
     def open_step(self, line: SourceLine, clock: TurnClock, time: int, *,
                   keyed: bool = False) -> None:
-        """`step/start {turn, step}` when the clock says a new step begins (SPEC 6.2's clamp
+        """`step/start {turn, step}` when the clock says a new step begins (PROTOCOL §6.2's clamp
         needs one per step); it never takes the record's `raw`, the message after it does."""
         due = clock.open_step()
         if due is not None:

@@ -45,7 +45,7 @@ class ImporterSpec:
       appending lines, so "grown" is judged on the mapped events, not on the bytes.
     - `late_cwd`: the cwd is recovered from the records (not stated by the agent), so it may
       show up only after a session was first imported; the first observation's header is kept
-      then (SPEC 1.1 forbids changing it), see `settle_header`.
+      then (PROTOCOL §1.1 forbids changing it), see `settle_header`.
     """
 
     name: str

@@ -9,7 +9,7 @@ class TurnClock:
 
     `open_step()` says when a `step/start` is due: once per (turn, step), before the step's
     first event (the prompt for a turn's first step, else the model's first record), so the
-    current-session clamp of SPEC 6.2 finds the running step in imported logs too."""
+    current-session clamp of PROTOCOL §6.2 finds the running step in imported logs too."""
 
     def __init__(self) -> None:
         self.turn = 0

@@ -35,7 +35,7 @@ from streams.topics import Topics, bootstrap_servers, ensure_topics
 
 log = logging.getLogger("recall.indexing")
 
-#: Records per shard transaction; ENGINE.md measured FTS5 at ~33k rows/s with 1000-row batches.
+#: Records per shard transaction; docs/ENGINE-NOTES.md measured FTS5 at ~33k rows/s with 1000-row batches.
 BATCH_MAX = 1000
 
 

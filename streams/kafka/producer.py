@@ -3,7 +3,7 @@
 A record of the events topic is a segment: one session's contiguous run of log lines (JSONL,
 joined by `\\n`), keyed by the session id. One line per record is a valid segment too, so a
 producer in any language may keep writing one event per record; packing is how the fold's
-per-record cost (faust's ~57 µs, ENGINE.md) stops mattering. `EventProducer` is the Python API:
+per-record cost (faust's ~57 µs, docs/ENGINE-NOTES.md) stops mattering. `EventProducer` is the Python API:
 `recall ingest`, reference appends and live producers send lines through it.
 """
 
@@ -27,7 +27,7 @@ SEGMENT_MAX_BYTES = 64 * 1024
 SEGMENT_LINGER_MS = 5
 #: Producer batches: big enough that a batch of segments or documents rarely fills one and
 #: blocks `send()` for a round trip (16 KB, aiokafka's default, carried ~31 records; measured
-#: 1 MB making the fold loop 1.4–2× faster, ENGINE.md).
+#: 1 MB making the fold loop 1.4–2× faster, docs/ENGINE-NOTES.md).
 BATCH_BYTES = 1024 * 1024
 
 

@@ -133,7 +133,7 @@ async def fold_generation(settings: Settings, generation: int,
     bootstrap = bootstrap_servers(str(settings.broker))
     topics = Topics.of(settings, generation)
     # One record per producer batch: faust recovers this changelog after the swap up to the
-    # end ListOffsets reports, and tansu reports a batch's base offset + 1 (ENGINE.md) —
+    # end ListOffsets reports, and tansu reports a batch's base offset + 1 (docs/ENGINE-NOTES.md) —
     # measured at 200k events, the new fold recovered a fraction of the state and parked
     # INGEST_MISSING_HEADER. With segments the changelog is a few records per session.
     table = _ChangelogTable(batching_producer(bootstrap, acks="all", linger_ms=5,
@@ -163,7 +163,7 @@ async def fold_generation(settings: Settings, generation: int,
             batches = await consumer.getmany(timeout_ms=300, max_records=BATCH_MAX)
             if not batches and not await _behind(consumer, ends):
                 # done when a fetch finds nothing and the reported ends are reached (not the
-                # ends alone: tansu's ListOffsets under-reports them, ENGINE.md)
+                # ends alone: tansu's ListOffsets under-reports them, docs/ENGINE-NOTES.md)
                 later = await consumer.end_offsets(tps)
                 if later == ends:
                     break
@@ -195,7 +195,7 @@ async def _committed(consumer: AIOKafkaConsumer, tps: list[TopicPartition]) -> d
 
 async def log_ends(consumer: AIOKafkaConsumer, tps: list[TopicPartition]) -> dict[Any, int]:
     """Each partition's end as of now, read from the log itself: ListOffsets may under-report
-    it (tansu answers the last batch's base offset + 1; ENGINE.md), so whatever lies past the
+    it (tansu answers the last batch's base offset + 1; docs/ENGINE-NOTES.md), so whatever lies past the
     reported end is fetched (a job that waited for the reported end swapped generations before
     the last records were indexed)."""
     ends = dict(await consumer.end_offsets(tps))

@@ -26,7 +26,7 @@ from streams.kafka import seam
 TIMEOUT = "RECALL_REQUEST_TIMEOUT"
 #: Fetch wait of an idle reply consumer: it bounds the fetches of an idle requester, and each
 #: request wakes the consumer first (streams.kafka.seam.wake: short waits while replies are
-#: due). tansu answers a long poll already sent only after it (ENGINE.md).
+#: due). tansu answers a long poll already sent only after it (docs/ENGINE-NOTES.md).
 FETCH_WAIT_MS = 500
 #: How long one attempt of a retried request waits before it is sent again.
 HOP_S = 4.0

@@ -78,7 +78,7 @@ from streams.kafka.partitions import CHUNK_LINES, PartitionProcessor, ReadPositi
 log = logging.getLogger("recall.seam")
 
 #: The wait after a fetch that brought records, and how it grows: idle time ÷ IDLE_RAMP, up to
-#: the consumer's fetch_max_wait_ms. Measured (ENGINE.md, pipeline profile): without any wait
+#: the consumer's fetch_max_wait_ms. Measured (docs/ENGINE-NOTES.md, pipeline profile): without any wait
 #: one idle consumer on noida-db burned ~0.85 core; with 50 ms the pipeline ran 3.1–4.7× faster.
 IDLE_FETCH_FLOOR_MS = 5
 IDLE_RAMP = 10
@@ -246,7 +246,7 @@ class FoldTable(faust.Table[str, bytes]):
 
     `paced=True` keeps faust's per-key path (partition still pinned): on tansu, whose ListOffsets
     under-reports the changelog end after a burst of writes, only that path recovered exactly
-    (ENGINE.md); the direct burst lost recovered state after a SIGKILL."""
+    (docs/ENGINE-NOTES.md); the direct burst lost recovered state after a SIGKILL."""
 
     def __init__(self, *args: Any, paced: bool = False, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)

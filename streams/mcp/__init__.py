@@ -1,4 +1,4 @@
-"""Agent tools: the SPEC 6 session tools for MCP hosts (`recall mcp`), workspace-authorized.
+"""Agent tools: the PROTOCOL §6 session tools for MCP hosts (`recall mcp`), workspace-authorized.
 
 The tool layer (`SessionTools`) needs only a `Recall`; the MCP SDK is imported by
 `streams.mcp.server` alone, so the layer stays usable where the optional `mcp` extra is absent.

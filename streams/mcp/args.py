@@ -1,4 +1,4 @@
-"""Agent tools: argument schemas (SPEC 6.1) and the checks that turn tool arguments into values.
+"""Agent tools: argument schemas (PROTOCOL §6.1) and the checks that turn tool arguments into values.
 
 One table per tool drives both the JSON Schema advertised in `tools/list` and the runtime
 check, so what the model is told and what the server enforces cannot drift apart — bounds that
@@ -25,7 +25,7 @@ from streams.mcp.errors import (
 MAX_SAFE_INTEGER = 2**53 - 1
 AVAILABILITY = ("live", "persisted")
 SURFACES = ("current", "shadowed", "log-only")
-#: Values a session id / type list may hold: far inside the SQL binding budget (SPEC 3.4:
+#: Values a session id / type list may hold: far inside the SQL binding budget (PROTOCOL §3.4:
 #: 32,766 bindings) even with every list of a search full.
 MAX_LIST_ITEMS = 1000
 _TIMESTAMP_HELP = "UTC or offset timestamp, YYYY-MM-DDTHH:MM[:SS[.fraction]](Z|±HH:MM)"
@@ -224,7 +224,7 @@ def parse_args(tool: str, arguments: Mapping[str, Any] | None,
 
 
 def query_text(value: str) -> str:
-    """The service's trim/collapse rules, applied before anything is read (SPEC 3.3 step 5)."""
+    """The service's trim/collapse rules, applied before anything is read (PROTOCOL §3.3 step 5)."""
     try:
         return normalize_query(value)
     except SessionQueryError as exc:

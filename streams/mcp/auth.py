@@ -1,4 +1,4 @@
-"""Agent tools: workspace authorization (SPEC 6.2) — who is calling, and what they may see.
+"""Agent tools: workspace authorization (PROTOCOL §6.2) — who is calling, and what they may see.
 
 Every decision reduces to one question asked the same way for a missing, a hidden and a
 tampered session, so the three can never be told apart from the answer.

@@ -9,7 +9,7 @@ from projections.errors import SessionQueryError, SessionReferenceError
 
 log = logging.getLogger("recall.mcp")
 
-# Codes the tool layer raises itself (SPEC 6.2); the rest are the service's (SPEC 3.11, 4.9).
+# Codes the tool layer raises itself (PROTOCOL §6.2); the rest are the service's (PROTOCOL §3.11, 4.9).
 UNAUTHORIZED = "SESSION_QUERY_TOOL_UNAUTHORIZED"
 MISSING_AGENT = "SESSION_QUERY_TOOL_MISSING_AGENT"
 NO_CURRENT_STEP = "SESSION_QUERY_TOOL_NO_CURRENT_STEP"

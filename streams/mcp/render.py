@@ -1,4 +1,4 @@
-"""Agent tools: presentation (SPEC 6.3) — each answer is one plain-text block for the model."""
+"""Agent tools: presentation (PROTOCOL §6.3) — each answer is one plain-text block for the model."""
 
 from __future__ import annotations
 

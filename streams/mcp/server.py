@@ -1,4 +1,4 @@
-"""Agent tools, MCP edge: `recall mcp` — the SPEC 6 tools over stdio or streamable HTTP."""
+"""Agent tools, MCP edge: `recall mcp` — the PROTOCOL §6 tools over stdio or streamable HTTP."""
 
 from __future__ import annotations
 

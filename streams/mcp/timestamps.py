@@ -1,4 +1,4 @@
-"""Agent tools: the timestamp grammar of SPEC 6.1 — tool bounds to epoch ms, and ms back to ISO."""
+"""Agent tools: the timestamp grammar of PROTOCOL §6.1 — tool bounds to epoch ms, and ms back to ISO."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Agent tools: the SPEC 6 operations over a `Recall` object, each answering one text block."""
+"""Agent tools: the PROTOCOL §6 operations over a `Recall` object, each answering one text block."""
 
 from __future__ import annotations
 
@@ -48,9 +48,9 @@ DESCRIPTIONS: dict[str, str] = {
                          "message (dry run: nothing is appended). Returns the context text.",
 }
 
-#: Tools that run alone and under the search timeout (SPEC 6.1 "exclusive").
+#: Tools that run alone and under the search timeout (PROTOCOL §6.1 "exclusive").
 EXCLUSIVE = frozenset({"session_search", "session_event_search", "session_reference"})
-#: The `tool:session-query` prompt section (SPEC 6), offered as server instructions.
+#: The `tool:session-query` prompt section (PROTOCOL §6), offered as server instructions.
 INSTRUCTIONS = (
     "Use session_search to find relevant work from prior sessions, or session_event_search to "
     "search earlier events in one session. Search results are cursor-free and "

@@ -1,6 +1,6 @@
 """Presentation edge for people: what each page of `recall ui` shows, as plain data.
 
-Pure functions from the facade's answers (SPEC JSON) to the values templates render. Untrusted
+Pure functions from the facade's answers (the protocol's JSON) to the values templates render. Untrusted
 text leaves here as plain strings with layout-changing characters made visible (`\\u202e`, …);
 the templates' autoescaping turns them into inert HTML. Highlights are segments, never markup.
 """
@@ -32,7 +32,7 @@ SESSIONS_PAGE = 25
 SEARCH_PAGE = 20
 #: Neighbours shown either side of an event on its page.
 NEIGHBOURS = 3
-#: Sessions one reference may pull in (the preview's form; SPEC 4 allows the configured max).
+#: Sessions one reference may pull in (the preview's form; PROTOCOL §4 allows the configured max).
 REFERENCE_SOURCES = 3
 
 _COMPACTION_MARKERS = frozenset({"compaction/start", "compaction/summary", "compaction/end",
@@ -63,7 +63,7 @@ def body(text: Any) -> str:
 
 def mark_queries(snippets: Sequence[str], query: str, *, substring: bool = False) -> list[str]:
     """Each snippet with U+FDD0/U+FDD1 around each match of the query, found the way the search
-    matched it (snippets arrive without markers, SPEC 3.7): FTS5's own highlight() with the
+    matched it (snippets arrive without markers, PROTOCOL §3.7): FTS5's own highlight() with the
     index's tokenizer for a token search (one statement for the page), case-folded substrings
     for a trigram one (CJK or `substring`). A phrase the snippet's window cut stays unmarked."""
     try:
@@ -189,7 +189,7 @@ def _preview(event: Mapping[str, Any]) -> str:
 
 
 def transcript(events: Sequence[Mapping[str, Any]]) -> list[Entry]:
-    """The human transcript (SPEC 5.1): every append-origin event in log order with its surface
+    """The human transcript (PROTOCOL §5.1): every append-origin event in log order with its surface
     and, when shadowed, what replaced it; replacing events (compaction summaries, pruned
     copies) and compaction markers as boundaries; other events that carry text as log-only."""
     if not events:
@@ -307,7 +307,7 @@ def date_to_ms(value: str, *, end: bool = False) -> int:
 
 
 def event_filters(form: SearchForm) -> list[dict[str, Any]]:
-    """The query API's event filters (SPEC 3.4 + docs/PROTOCOL.md) the form asks for."""
+    """The query API's event filters (PROTOCOL §3.4 + docs/PROTOCOL.md) the form asks for."""
     filters: list[dict[str, Any]] = []
     if form.surfaces:
         filters.append({"kind": "surface", "values": list(form.surfaces)})
@@ -425,7 +425,7 @@ def context_text(result: Mapping[str, Any]) -> str:
 
 
 def source_uses(result: Mapping[str, Any]) -> list[SourceUse]:
-    """Per source: the bytes its snapshot takes of the budget (SPEC 4.5 measures each source's
+    """Per source: the bytes its snapshot takes of the budget (PROTOCOL §4.5 measures each source's
     JSON object) and the truncation provenance records."""
     context = result.get("additionalContext") or {}
     provenance = ((context.get("source") or {}).get("references")) or []

@@ -1,4 +1,4 @@
-"""Filters (SPEC 3.4) with budgets and null semantics, and the exact reads of SPEC 3.1."""
+"""Filters (PROTOCOL §3.4) with budgets and null semantics, and the exact reads of PROTOCOL §3.1."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Paging and cursors (SPEC 3.9): exhaustive paging, INVALID vs STALE, snapshot consistency."""
+"""Paging and cursors (PROTOCOL §3.9): exhaustive paging, INVALID vs STALE, snapshot consistency."""
 
 from __future__ import annotations
 

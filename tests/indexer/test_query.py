@@ -124,7 +124,7 @@ def test_sessions_tie_is_ordered_by_id(make_index, monkeypatch):
     assert [i["header"]["id"] for i in items] == ["alpha", "zeta", "mid"]
     assert [i["live"] for i in items] == [True, True, False]
     assert all(i["persisted"] for i in items)
-    # SPEC 3.8's items, plus the listing fields (indexer/listing.py).
+    # PROTOCOL §3.8's items, plus the listing fields (indexer/listing.py).
     assert set(items[0]) == {"header", "live", "persisted", "bestMatch", "title", "titleSource",
                              "agent", "eventCount", "firstEventTime", "lastEventTime"}
     assert set(items[0]["bestMatch"]) == {"sessionId", "seq", "type", "time", "surface", "snippet"}

@@ -296,7 +296,7 @@ def test_a_job_waits_for_the_end_of_the_log_not_the_end_listoffsets_reports(
     asyncio.run(_make_topic(bootstrap, topic))
     asyncio.run(_produce_one_batch(bootstrap, topic, [(b"k", b"x" * 50)] * real))
     reported = asyncio.run(_reported_end(bootstrap, topic))
-    if broker.name == "tansu":  # the quirk this guards against (ENGINE.md); noida-db is exact
+    if broker.name == "tansu":  # the quirk this guards against (docs/ENGINE-NOTES.md); noida-db is exact
         assert reported < real, reported
     asyncio.run(commit_group(bootstrap, group, topic, {0: reported}))
     if reported < real:

@@ -1,4 +1,4 @@
-"""Semantic text extraction (SPEC 3.5, code-derived table) and surface-tagged documents."""
+"""Semantic text extraction (PROTOCOL §3.5, code-derived table) and surface-tagged documents."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""fold_surface: the SPEC 2 rules and every pinned edge case."""
+"""fold_surface: the PROTOCOL §2 rules and every pinned edge case."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Reference stage: canonical session URIs and mention parsing (SPEC 4.1)."""
+"""Reference stage: canonical session URIs and mention parsing (PROTOCOL §4.1)."""
 
 from __future__ import annotations
 

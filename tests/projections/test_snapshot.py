@@ -62,7 +62,7 @@ def _retain(units: list[Unit], max_bytes: int) -> Any:
                         captured_through_seq=9, max_bytes=max_bytes)
 
 
-# --- projection (SPEC 4.3) -------------------------------------------------------------------
+# --- projection (PROTOCOL §4.3) -------------------------------------------------------------------
 
 def test_projection_keeps_user_prompts_checkpoints_and_assistant_text_only() -> None:
     events = [
@@ -99,7 +99,7 @@ def test_projection_reads_the_current_surface_only_and_marks_checkpoints() -> No
                                                   Unit("user", "fixed?", False)]
 
 
-# --- JSON.stringify fidelity (SPEC 4.4) ------------------------------------------------------
+# --- JSON.stringify fidelity (PROTOCOL §4.4) ------------------------------------------------------
 
 @pytest.mark.parametrize(("value", "expected"), [
     (1e21, "1e+21"), (1e20, "100000000000000000000"), (1.0, "1"), (1.5, "1.5"),
@@ -166,7 +166,7 @@ def test_stringify_agrees_with_node_on_a_mixed_corpus() -> None:
     assert json.loads(done.stdout) == [js_stringify(v) for v in corpus]
 
 
-# --- prompt text and tag safety (SPEC 4.6) ---------------------------------------------------
+# --- prompt text and tag safety (PROTOCOL §4.6) ---------------------------------------------------
 
 def test_prompt_prefix_and_suffix_are_exact() -> None:
     assert PROMPT_PREFIX == (
@@ -205,7 +205,7 @@ def test_context_message_shape_and_determinism() -> None:
     assert js_stringify(first) == js_stringify(again)
 
 
-# --- data object and provenance (SPEC 4.3, 4.8) ----------------------------------------------
+# --- data object and provenance (PROTOCOL §4.3, 4.8) ----------------------------------------------
 
 def test_data_object_keys_are_in_spec_order_and_provenance_is_complete() -> None:
     log = [user(0, "run CI"), assistant(1, "running"),
@@ -230,7 +230,7 @@ def test_an_empty_source_still_yields_its_fixed_fields() -> None:
     assert provenance["originalMessages"] == 0 and provenance["truncated"] is False
 
 
-# --- budgets (SPEC 4.5) ----------------------------------------------------------------------
+# --- budgets (PROTOCOL §4.5) ----------------------------------------------------------------------
 
 def test_drop_removes_oldest_non_checkpoint_units_and_counts_full_bytes() -> None:
     units = _units(("user", "会话一" * 10, False), ("assistant", "a" * 50, False),
@@ -372,7 +372,7 @@ def test_three_sources_are_bounded_independently() -> None:
     assert [p["inputIndex"] for _, p in sources] == [0, 1, 2]
 
 
-# --- references and config (SPEC 4.2, 4.5) ---------------------------------------------------
+# --- references and config (PROTOCOL §4.2, 4.5) ---------------------------------------------------
 
 def test_references_are_validated_deduplicated_and_labelled() -> None:
     refs = normalize_references("me", [{"sessionId": "a"}, {"sessionId": "b", "label": "B"},

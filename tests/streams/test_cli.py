@@ -35,7 +35,7 @@ def test_search_json_is_the_spec_page(data: Path) -> None:
     assert code == 0
     assert set(page) == {"items"}  # nextCursor absent on the last page
     item = page["items"][0]
-    assert {"header", "live", "persisted", "bestMatch"} <= set(item)  # SPEC 3.8, plus listing fields
+    assert {"header", "live", "persisted", "bestMatch"} <= set(item)  # PROTOCOL §3.8, plus listing fields
     assert set(item["bestMatch"]) == {"sessionId", "seq", "type", "time", "surface", "snippet"}
     assert item["bestMatch"]["surface"] == "shadowed"
 

@@ -181,7 +181,7 @@ def check_expectations(result: dict[str, Any]) -> None:
         return [i["header"]["id"] for i in items]
 
     needle = values[0]
-    # ranking (SPEC 3.6): 2 matches beat 1; among equals, shorter text; tie broken by session id
+    # ranking (PROTOCOL §3.6): 2 matches beat 1; among equals, shorter text; tie broken by session id
     assert ids(needle)[:3] == ["cafe", "tie-a", "tie-b"] or ids(needle)[:3] == ["tie-a", "tie-b", "cafe"]
     assert ids(needle).index("tie-a") < ids(needle).index("tie-b")
     assert "child" in ids(needle)

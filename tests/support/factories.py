@@ -74,7 +74,7 @@ def replace(start: int, end: int) -> dict[str, Any]:
 
 
 def checkpoint(seq: int, text: str, start: int, end: int, cited: list[int]) -> dict[str, Any]:
-    """A compact checkpoint: the replacement user/message of SPEC 1.3."""
+    """A compact checkpoint: the replacement user/message of PROTOCOL §1.3."""
     return user(seq, text, op=replace(start, end), cited=cited, kind="plugin", plugin="compact",
                 compactionId="c1")
 

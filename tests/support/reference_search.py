@@ -1,8 +1,8 @@
-"""A brute-force reference of SPEC 3.6–3.8 token search, for comparing the index against.
+"""A brute-force reference of PROTOCOL §3.6–3.8 token search, for comparing the index against.
 
 It knows nothing of the shard layout: every document goes into one plain (content-storing)
 FTS5 table of the stdlib `sqlite3` module (a different SQLite build than the index's APSW), the
-match count is the SPEC's definition itself — the highlight markers in the whole document
+match count is the protocol's definition itself — the highlight markers in the whole document
 (`length(highlight(…, OPEN, '')) - length(text)`) — and ranking, best-event-per-session,
 filters and paging are spelled out in plain Python.
 """

@@ -1,6 +1,6 @@
 """Every supported agent through `recall ingest` end to end: the layouts agents write (found by
 walking a home directory), growth of rewritten documents, re-imports under a changed mapping,
-and the current-session clamp of SPEC 6.2 on imported sessions."""
+and the current-session clamp of PROTOCOL §6.2 on imported sessions."""
 
 from __future__ import annotations
 
@@ -205,7 +205,7 @@ def _calls_tool(record: dict[str, Any]) -> bool:
 
 @pytest.mark.parametrize("name", [CC_2114, CODEX, COPILOT])
 def test_the_current_step_clamp_works_on_imported_sessions(tmp_path: Path, name: str) -> None:
-    """SPEC 6.2: an imported session searching its own history finds what came before the
+    """PROTOCOL §6.2: an imported session searching its own history finds what came before the
     step it is running, and nothing of that step (its own tool call included)."""
     lines = records(name) if name in (CC_2114, CODEX) else [
         orjson.loads(line) for line in (AGENTS / name).read_bytes().splitlines()]

@@ -1,4 +1,4 @@
-"""Agent tools: the SPEC 6.1 timestamp grammar, calendar checks and sub-millisecond bounds."""
+"""Agent tools: the PROTOCOL §6.1 timestamp grammar, calendar checks and sub-millisecond bounds."""
 
 from __future__ import annotations
 
