@@ -86,6 +86,8 @@ def default_roots(environ: Mapping[str, str] | None = None, *,
 @contextmanager
 def watch_lock(data_dir: Path) -> Iterator[None]:
     """Hold the data dir's watcher lock for the run; refuse at once if another watcher has it."""
+    # filelock before 3.13 does not create the lock file's folder (a first run's data dir)
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
     lock = filelock.FileLock(str(data_dir / WATCH_LOCK), mode=0o600)
     try:
         lock.acquire(timeout=0)
