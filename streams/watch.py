@@ -38,6 +38,7 @@ from projections.errors import RecallError
 from streams.errorlog import as_recall_error
 from streams.importers.detect import claims_log_name, default_locations
 from streams.ingest import LOG_SUFFIXES, IngestReport, iter_log_files
+from streams.store import ensure_private_dir
 
 WATCH_LOCK = "watch.lock"
 WATCH_OWNER = "watch.owner"
@@ -87,7 +88,7 @@ def default_roots(environ: Mapping[str, str] | None = None, *,
 def watch_lock(data_dir: Path) -> Iterator[None]:
     """Hold the data dir's watcher lock for the run; refuse at once if another watcher has it."""
     # filelock before 3.13 does not create the lock file's folder (a first run's data dir)
-    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    ensure_private_dir(data_dir)
     lock = filelock.FileLock(str(data_dir / WATCH_LOCK), mode=0o600)
     try:
         lock.acquire(timeout=0)

@@ -9,7 +9,7 @@ import sqlite3
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,11 +46,12 @@ async def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes, byt
 
 async def read_topic(bootstrap: str, topic: str, *, expect: int, timeout_s: float = 30.0,
                      settle_s: float = 0.0, partitions: int = 4,
-                     worker: WorkerProcess | None = None, distinct: bool = True) -> list[Record]:
+                     worker: WorkerProcess | None = None, distinct: bool = True,
+                     count: Callable[[list[Record]], int] | None = None) -> list[Record]:
     """Read `topic` from the beginning until `expect` records arrived (or the timeout), then
     keep reading `settle_s` longer so unexpected extra records are seen too. With `distinct`,
     records count once per key: keys are unique per fact on our output topics, and replays
-    repeat a key."""
+    repeat a key. `count` replaces that rule (how many of what the caller waits for)."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
                                 fetch_max_wait_ms=50, auto_offset_reset="earliest")
     await consumer.start()
@@ -63,7 +64,8 @@ async def read_topic(bootstrap: str, topic: str, *, expect: int, timeout_s: floa
         deadline = loop.time() + timeout_s
         settle_until: float | None = None
         while loop.time() < deadline:
-            seen = len({r.key for r in out}) if distinct else len(out)
+            seen = (count(out) if count is not None
+                    else len({r.key for r in out}) if distinct else len(out))
             if settle_until is None and seen >= expect:
                 settle_until = loop.time() + settle_s
             if settle_until is not None and loop.time() >= settle_until:
@@ -97,31 +99,9 @@ async def read_documents(bootstrap: str, topic: str, *, expect: int, timeout_s: 
                 out.append(Record(r.topic, r.partition, r.offset, document_key(document), line))
         return out
 
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
-                                fetch_max_wait_ms=50, auto_offset_reset="earliest")
-    await consumer.start()
-    records: list[Record] = []
-    try:
-        tps = [TopicPartition(topic, p) for p in range(partitions)]
-        consumer.assign(tps)
-        await consumer.seek_to_beginning(*tps)
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        settle_until: float | None = None
-        while loop.time() < deadline:
-            if settle_until is None and len({r.key for r in expand(records)}) >= expect:
-                settle_until = loop.time() + settle_s
-            if settle_until is not None and loop.time() >= settle_until:
-                break
-            if worker is not None and worker.process.poll() is not None:
-                raise AssertionError(f"worker exited with {worker.process.returncode}:\n"
-                                     f"{worker.log_tail()}")
-            batches = await consumer.getmany(timeout_ms=100)
-            for tp, messages in batches.items():
-                records.extend(Record(tp.topic, tp.partition, m.offset, m.key, m.value)
-                               for m in messages)
-    finally:
-        await consumer.stop()
+    records = await read_topic(bootstrap, topic, expect=expect, timeout_s=timeout_s,
+                               settle_s=settle_s, partitions=partitions, worker=worker,
+                               count=lambda rs: len({r.key for r in expand(rs)}))
     return expand(records)
 
 
