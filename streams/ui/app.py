@@ -109,7 +109,8 @@ def url_for(path: str, *pairs: tuple[str, Any], **params: Any) -> str:
 
 
 def session_url(session_id: str, seq: int | None = None, **params: Any) -> str:
-    link = url_for("/session", id=session_id, **params)
+    """A session's page; with `seq`, the transcript page holding that event, scrolled to it."""
+    link = url_for("/session", id=session_id, at=seq, **params)
     return link + (f"#seq-{seq}" if seq is not None else "")
 
 
@@ -228,6 +229,8 @@ class UiApp:
             raise PageError(400, "RECALL_USAGE", "name the session: /session?id=…")
         session_id = self.recall.resolve_session(wanted)
         surface_only = params.get("view") == "surface"
+        wanted_page = _int(params.get("page"), "page", default=1, low=1)
+        at = _int(params["at"], "at") if params.get("at") else None
         record = self._header(session_id) or {}
         lineage = pages.lineage(self.recall.trace_session(session_id))
         if surface_only:
@@ -240,12 +243,16 @@ class UiApp:
             header = answer["header"]
         counts = {s: sum(1 for e in entries if e.surface == s)
                   for s in ("current", "shadowed", "log-only")}
+        page, page_count = pages.page_of(entries, wanted_page, at)
+        first = (page - 1) * pages.TRANSCRIPT_PAGE
         return self.render("session.html", session_id=session_id,
                            title=pages.session_row({"header": header, **record}).title,
                            header=header, cwd=pages.line(header.get("cwd") or "-"),
                            agent=pages.line(record.get("agent") or "-"),
                            live=bool(record.get("live")), writes=pages.writes(header),
-                           parent=header.get("parentSession"), entries=entries,
+                           parent=header.get("parentSession"),
+                           entries=entries[first:first + pages.TRANSCRIPT_PAGE],
+                           total=len(entries), first=first, page=page, pages=page_count,
                            surface_only=surface_only, counts=counts, lineage=lineage,
                            nav="sessions")
 

@@ -30,6 +30,9 @@ from streams.views import role_of, without_raw
 SESSIONS_PAGE = 25
 #: Search hits per page (the query API's default limit).
 SEARCH_PAGE = 20
+#: Entries per page of a session's transcript: a 50k-event session stays a page a browser can
+#: render; `at=SEQ` opens the page holding that event.
+TRANSCRIPT_PAGE = 400
 #: Neighbours shown either side of an event on its page.
 NEIGHBOURS = 3
 #: Sessions one reference may pull in (the preview's form; PROTOCOL §4 allows the configured max).
@@ -482,3 +485,13 @@ def parked(items: Iterable[Mapping[str, Any]]) -> list[Parked]:
                           at=ms_to_text(item.get("at")), length=item.get("length"),
                           original=body(original)))
     return out
+
+
+def page_of(entries: Sequence[Entry], page: int | None, at: int | None) -> tuple[int, int]:
+    """(page, pages) for a transcript: the page holding the first entry at or after seq `at`
+    when it is given (a link to an event in context), else `page`, clamped to the last page."""
+    pages = max(1, -(-len(entries) // TRANSCRIPT_PAGE))
+    if at is not None:
+        index = next((i for i, e in enumerate(entries) if e.seq >= at), len(entries) - 1)
+        return max(0, index) // TRANSCRIPT_PAGE + 1, pages
+    return min(page or 1, pages), pages

@@ -23,7 +23,7 @@ from projections.errors import RecallError
 from streams.cli import main
 from streams.facade import Recall
 from streams.ui import pages
-from streams.ui.app import TOKEN_COOKIE, create_app
+from streams.ui.app import TOKEN_COOKIE, create_app, session_url
 from streams.uicli import require_extra
 from tests.ui import corpus
 
@@ -214,3 +214,35 @@ def test_cli_off_loopback_requires_the_token(tmp_path: Path, data: Path) -> None
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+
+
+def test_a_long_session_is_paged_and_a_link_to_an_event_opens_its_page(tmp_path: Path) -> None:
+    """A transcript longer than a page is split; `at=SEQ` (every link to an event in context)
+    opens the page holding it; the pager walks every entry exactly once."""
+    total = pages.TRANSCRIPT_PAGE * 2 + 17
+    with Recall.open(tmp_path / "data") as recall:
+        recall.create_session("ui-long-session", cwd="/home/dev/long")
+        recall.append_events("ui-long-session", [
+            {"type": "user/message", "surfaceOp": "append",
+             "data": {"role": "user", "content": [{"type": "text", "text": f"line {n}"}]}}
+            for n in range(total)])
+        client = TestClient(create_app(recall, data_dir=tmp_path / "data"), base_url=LOCAL)
+        _walk_long_session(client, total)
+
+
+def _walk_long_session(client: TestClient, total: int) -> None:
+    seqs: list[int] = []
+    for number in (1, 2, 3):
+        html = client.get(f"/session?id=ui-long-session&page={number}").text
+        assert f"Page {number} of 3" in html
+        seqs += [int(s) for s in re.findall(r'<article id="seq-(\d+)"', html)]
+    assert len(seqs) == total and seqs == sorted(set(seqs))
+    # past the last page: the last page, not an empty one
+    assert "Page 3 of 3" in client.get("/session?id=ui-long-session&page=99").text
+    # a link to an event in context lands on its page
+    target = seqs[pages.TRANSCRIPT_PAGE + 5]
+    link = session_url("ui-long-session", target)
+    assert link.endswith(f"#seq-{target}") and f"at={target}" in link
+    html = client.get(link.split("#")[0]).text
+    assert "Page 2 of 3" in html and f'id="seq-{target}"' in html
+    assert client.get("/session?id=ui-long-session&page=0").status_code == 400
