@@ -31,7 +31,7 @@ def _sink(recall: Any, settings: Settings) -> Sink:
     options = importer_options()
     return Shipper(recall.backend, Path(settings.data_dir), max_event_bytes=settings.max_event_bytes,
                    max_file_bytes=settings.max_file_bytes, importers=options["importers"],
-                   detect=options["detect"])
+                   detect=options["detect"], lock_timeout_s=settings.lock_timeout_s)
 
 
 def _printer(as_lines: bool) -> Any:
@@ -125,7 +125,9 @@ def hook(ctx: click.Context, payload: Sequence[str], lock_timeout_s: float,
             ctx.obj = settings.model_copy(
                 update={"lock_timeout_s": min(settings.lock_timeout_s, lock_timeout_s)})
             with open_recall(ctx) as recall:
-                report = recall.ingest(transcript_files(parsed.transcript)).to_json()
+                # over Kafka, the shipper: only what neither a watcher nor an earlier hook sent
+                report = _sink(recall, ctx.obj).ingest(
+                    transcript_files(parsed.transcript)).to_json()
             result.update(eventsAdded=report["eventsAdded"], parkedLines=report["parkedLines"])
     except Exception as exc:  # a hook must never fail the agent: log, say, exit 0
         error = as_recall_error(exc, data_dir)

@@ -3,7 +3,10 @@ complete lines of agents' log files to `<p>.events` (keyed by session id, header
 watcher per agent host.
 
 What was published is recorded per file in `<data_dir>/shipper.json` after the broker acked it
-(so a kill re-publishes at most the last batch; the fold drops exact duplicates). Native logs
+(so a kill re-publishes at most the last batch; the fold drops exact duplicates). Each batch
+holds the data dir's writer lock (streams/lock.py) and rereads that record when another process
+wrote since, so `recall hook` over Kafka and a running watcher share it: each publishes only
+what the other has not. Native logs
 continue from the consumed offset after checking the prefix hash (a changed prefix is reported
 as rewritten and nothing is published); foreign formats are re-imported whole (the importers are
 deterministic) and only the events beyond what each session already published go out. An
@@ -25,7 +28,9 @@ from streams.atomic import replace_file
 from streams.codec import encode_event_value
 from streams.ingest import IngestReport, source_key
 from streams.kafka.query import run_sync
+from streams.lock import WriterLock
 from streams.sourcefile import read_source
+from streams.store import ensure_private_dir
 
 STATE_FILE = "shipper.json"
 
@@ -35,14 +40,21 @@ class Shipper:
 
     def __init__(self, backend: Any, data_dir: Path, *, max_event_bytes: int,
                  max_file_bytes: int, importers: Mapping[str, Any],
-                 detect: Callable[[Path, bytes], str | None] | None) -> None:
+                 detect: Callable[[Path, bytes], str | None] | None,
+                 lock_timeout_s: float = 30.0) -> None:
         self.backend = backend
         self.path = data_dir / STATE_FILE
+        ensure_private_dir(data_dir)
+        self.lock = WriterLock(data_dir, timeout_s=lock_timeout_s)
         self.max_event_bytes = max_event_bytes
         self.max_file_bytes = max_file_bytes
         self.importers = dict(importers)
         self.detect = detect
         self.state: dict[str, dict[str, Any]] = {}
+        self._load()
+
+    def _load(self) -> None:
+        self.state = {}
         if self.path.exists():
             with contextlib.suppress(orjson.JSONDecodeError):
                 loaded = orjson.loads(self.path.read_bytes())
@@ -50,6 +62,10 @@ class Shipper:
                     self.state = loaded
 
     def ingest(self, paths: Sequence[Path]) -> IngestReport:
+        with self.lock.hold(lambda changed: self._load() if changed else None):
+            return self._ingest(paths)
+
+    def _ingest(self, paths: Sequence[Path]) -> IngestReport:
         report = IngestReport()
         for path in paths:
             report.files += 1
