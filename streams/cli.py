@@ -532,16 +532,10 @@ def trace(ctx: click.Context, session_id: str, seq: int | None, as_json: bool) -
 @json_option
 @click.pass_context
 def dead_letters(ctx: click.Context, as_json: bool) -> None:
-    """Rejected input, parked with its original bytes and a reason code."""
-    from streams.embedded import open_data_dir
-    from streams.store import DeadLetters
-
-    settings: Settings = ctx.obj
-    if settings.broker:
-        raise RecallError("dead-letters reads this machine's data dir",
-                          code="RECALL_UNSUPPORTED_HERE",
-                          hint="over Kafka, read the <prefix>.dead-letter topic")
-    parked = DeadLetters(open_data_dir(Path(settings.data_dir)) / "dead-letter.jsonl").read()
+    """Rejected input, parked with its original bytes and a reason code (over Kafka: the
+    dead-letter topic)."""
+    with open_recall(ctx) as recall:
+        parked = recall.dead_letters()
     if as_json:
         emit_json(parked)
         return

@@ -143,6 +143,10 @@ class EmbeddedBackend:
         finally:
             self._follow()
 
+    def dead_letters(self) -> list[dict[str, Any]]:
+        """Every parked record of this data dir's dead-letter file."""
+        return self.runtime.dead_letters.read()
+
     def close(self) -> None:
         if self._query is not None:
             self._query.close()
@@ -194,6 +198,11 @@ class Recall:
         report: IngestReport = self.backend.ingest([Path(p) for p in paths], fmt=fmt,
                                                    progress=progress)
         return report
+
+    def dead_letters(self) -> list[dict[str, Any]]:
+        """Rejected input, parked with its original bytes (base64) and a reason code: the data
+        dir's dead-letter file, or over Kafka the `<prefix>.dead-letter` topic."""
+        return list(self.backend.dead_letters())
 
     def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
         """Build a new index generation from the log and swap to it atomically."""

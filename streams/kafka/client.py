@@ -337,6 +337,15 @@ class KafkaBackend:
         result.setdefault("eventsIndexed", digest.get("events"))
         return {**result, **digest}
 
+    def dead_letters(self) -> list[dict[str, Any]]:
+        """Every letter on the dead-letter topic, in the embedded file's record shape."""
+        from streams.kafka.deadletters import read_dead_letters
+
+        letters: list[dict[str, Any]] = run_sync(
+            self.loop, read_dead_letters(self.bootstrap, self.topics),
+            self.settings.request_timeout_s * 4)
+        return letters
+
     def close(self) -> None:
         if self._producer is not None:
             run_sync(self.loop, self._producer.stop(), 10)

@@ -399,15 +399,8 @@ class UiApp:
         return self._reference_page(target, sources, labels, message, appended=result)
 
     def dead_letters(self, request: Request) -> Response:
-        """Rejected input, why, and its original bytes (this machine's data dir only)."""
-        if self.recall.settings.broker or self.data_dir is None:
-            raise PageError(400, "RECALL_UNSUPPORTED_HERE",
-                            "dead letters are read from this machine's data dir",
-                            "over Kafka, read the <prefix>.dead-letter topic")
-        from streams.embedded import open_data_dir
-        from streams.store import DeadLetters
-
-        items = DeadLetters(open_data_dir(self.data_dir) / "dead-letter.jsonl").read()
+        """Rejected input, why, and its original bytes (over Kafka: the dead-letter topic)."""
+        items = self.recall.dead_letters()
         return self.render("dead_letters.html", items=pages.parked(items), nav="dead")
 
 

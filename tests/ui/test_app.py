@@ -161,10 +161,14 @@ def test_missing_extra_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None
     assert '"RECALL_MISSING_EXTRA"' in result.output
 
 
-def test_dead_letters_page_says_where_they_are_over_kafka(recall: Recall) -> None:
+def test_dead_letters_page_reads_them_through_the_facade(recall: Recall, data: Path) -> None:
+    """The page lists `Recall.dead_letters()` (over Kafka: the topic), not a file it opens."""
     client = TestClient(create_app(recall, data_dir=None), base_url=LOCAL)
     page = client.get("/dead-letters")
-    assert page.status_code == 400 and "dead-letter topic" in page.text
+    parked = recall.dead_letters()
+    assert page.status_code == 200 and parked
+    assert f"{len(parked)} parked records" in page.text
+    assert all(str(d["code"]) in page.text for d in parked)
 
 
 def test_demo_ends_with_the_ui_command(tmp_path: Path) -> None:
