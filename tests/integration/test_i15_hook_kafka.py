@@ -7,7 +7,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -16,28 +15,13 @@ import orjson
 import pytest
 from factories import header, user
 
-from projections.errors import RecallError
 from streams.facade import Recall
 from streams.settings import Settings
 from tests.integration.kafkaio import WorkerProcess
+from tests.integration.test_i15_live_kafka import _until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def _until(check: Callable[[], Any], what: str, timeout_s: float = 90.0) -> Any:
-    deadline = time.time() + timeout_s
-    last: Any = None
-    while time.time() < deadline:
-        try:
-            value = check()
-            if value:
-                return value
-            last = f"got {value!r}"
-        except RecallError as exc:
-            last = exc
-        time.sleep(0.3)
-    raise AssertionError(f"{what} not reached in {timeout_s} s ({last!r})")
 
 
 def test_each_hook_publishes_only_what_is_new(
