@@ -372,6 +372,10 @@ class Ingestor:
 
     # --- foreign formats -----------------------------------------------------------------------
 
+    def _next_seq(self, session_id: str) -> int:
+        stored = self.store.load(session_id)
+        return stored.state.next_seq if stored is not None else 0
+
     def _ingest_foreign(self, key: str, path: Path, src: SourceText, plan: ReadPlan, kind: str,
                         report: IngestReport) -> dict[str, Any] | None:
         """Foreign importers are deterministic and need no look-ahead, so a grown file re-imports
@@ -383,8 +387,14 @@ class Ingestor:
         extend = getattr(importer, "extend", None) \
             if getattr(importer, "whole_document", False) is True else None
         settle = getattr(importer, "settle_header", None)
+        # Optional `resume` (Aider): the importer groups several writes into one event, so a
+        # grown file is mapped as a continuation of the lines imported before, not re-imported.
+        resume = getattr(importer, "resume", None)
+        done = plan.first_line - 1
         try:
-            imported = checked_import(importer(text, key))
+            imported = checked_import(
+                resume(text, key, done, self._next_seq) if resume is not None and done > 0
+                else importer(text, key))
         except Exception as exc:  # an importer bug must not end the run or lose the file
             log_exception(exc, self.registry_path.parent,
                           context=f"importer {kind} failed on {key}")

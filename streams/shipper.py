@@ -138,7 +138,16 @@ class Shipper:
         published: dict[str, int] = dict(seen.get("published") or {})
         records: list[tuple[bytes, bytes]] = []
         rejections: list[Rejection] = []
-        for header, events, rejected in self.importers[kind](text, source):
+        importer = self.importers[kind]
+        resume = getattr(importer, "resume", None)
+        done_lines = int(seen.get("lines", 0))
+        if resume is not None:
+            # An importer that groups writes (Aider) maps what is new after the lines shipped
+            # before; a partial last line waits for its newline.
+            text = text[:text.rfind(b"\n") + 1]
+        imported = (resume(text, source, done_lines, lambda sid: published.get(sid, -1) + 1)
+                    if resume is not None and done_lines > 0 else importer(text, source))
+        for header, events, rejected in imported:
             sid = str(header["id"])
             key = sid.encode("utf-8")
             done = published.get(sid, -1)  # -1: not even the header went out yet

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import PurePath
@@ -37,66 +37,64 @@ HISTORY_NAME = ".aider.chat.history.md"
 _START = re.compile(r"^# aider chat started at (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\s*$")
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class _Block:
     kind: str  # "start" | "prompt" | "output" | "reply"
     first: int  # 1-based line number
     lines: list[str]
+    origin: int = 0  # a continuation: the first line of the block it continues (else 0)
 
 
 def _kind(line: str) -> str | None:
-    start = _START.match(line)
-    if start and _started_ms(start.group(1)) is not None:
-        return "start"
-    if line.startswith("####"):
-        return "prompt"
+    if line.startswith("#"):
+        if line.startswith("####"):
+            return "prompt"
+        start = _START.match(line)
+        if start and _started_ms(start.group(1)) is not None:
+            return "start"
+        return None
     if line.startswith(">"):
         return "output"
     return None
 
 
-def _blocks(text: str) -> Iterator[_Block]:
+def _joins(current: _Block | None, kind: str | None, line: str) -> bool:
+    """Whether `line` belongs to the block being read: prompt lines to a prompt, output lines
+    (and the unprefixed lines of a multi-line message) to an output run, any text and paragraph
+    breaks to a reply. Decided from the lines so far only (no look-ahead)."""
+    if current is None or kind == "start":
+        return False
+    if kind is not None:
+        return kind == current.kind and kind != "reply"
+    if not line.strip():
+        return current.kind == "reply"
+    return current.kind in ("output", "reply")
+
+
+def _blocks(text: str, cut: int = 0) -> Iterator[_Block]:
+    """The file's blocks in order. `cut`: the last line an earlier import read; a block that
+    runs across it is split there, its rest a continuation (see MAPPING.md, Aider)."""
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     current: _Block | None = None
     for number, line in enumerate(lines, start=1):
         kind = _kind(line)
-        if kind == "output" or kind == "start" or (kind == "prompt" and (
-                current is None or current.kind != "prompt")):
-            if current is not None:
-                yield current
-            current = _Block(kind, number, [line])
-        elif kind == "prompt":
+        if _joins(current, kind, line):
             assert current is not None
-            current.lines.append(line)
-        elif not line.strip():
-            if current is not None and current.kind == "reply":
-                current.lines.append(line)  # a paragraph break inside the reply
-            elif current is not None:
-                yield current
-                current = None
-        elif current is not None and current.kind in ("output", "reply"):
-            current.lines.append(line)  # an output message's next line, or the reply's
-        else:
-            if current is not None:
-                yield current
-            current = _Block("reply", number, [line])
+            if number != cut + 1:
+                current.lines.append(line)
+                continue
+            yield current
+            current = _Block(current.kind, number, [line], current.origin or current.first)
+            continue
+        if current is not None:
+            yield current
+            current = None
+        if kind is not None or line.strip():
+            current = _Block(kind or "reply", number, [line])
     if current is not None:
         yield current
-
-
-def _strip(block: _Block) -> str:
-    """The block's text without Aider's prefixes and the two-space Markdown line breaks it
-    appends to prompt and output lines."""
-    if block.kind == "prompt":
-        return "\n".join((ln[5:] if ln.startswith("#### ") else ln[4:]).removesuffix("  ")
-                         for ln in block.lines).rstrip()
-    if block.kind == "output":
-        first, *rest = block.lines
-        lines = [first[2:] if first.startswith("> ") else first[1:], *rest]
-        return "\n".join(ln.removesuffix("  ") for ln in lines).rstrip()
-    return "\n".join(block.lines).strip()
 
 
 def _started_ms(stamp: str) -> int | None:
@@ -116,18 +114,20 @@ class _RunMapper:
 
     def feed(self, line: SourceLine) -> None:
         kind, text, first = line.value["kind"], line.value["text"], line.number
+        origin = line.value.get("continues")  # a continuation keeps its block's turn and step
         if kind == "start":
             self.em.emit(line, f"{PREFIX}/start", self.time, {})
         elif kind == "prompt":
-            self.clock.prompt()
-            self.em.open_step(line, self.clock, self.time)
+            if origin is None:
+                self.clock.prompt()
+                self.em.open_step(line, self.clock, self.time)
             self._user(line, f"line-{first}", {"kind": "user"}, _strip_text(text, "prompt"))
         elif kind == "output":
             self.clock.break_step()  # what Aider reports back may make the model go again
             self._user(line, f"line-{first}", {"kind": "plugin", "plugin": OUTPUT_PLUGIN},
                        _strip_text(text, "output"))
         else:
-            self.clock.assistant(f"line-{first}")
+            self.clock.assistant(f"line-{origin or first}")
             self.em.open_step(line, self.clock, self.time)
             self.em.emit(line, "assistant/message", self.time, {
                 "turn": self.clock.turn, "step": self.clock.step,
@@ -142,12 +142,32 @@ class _RunMapper:
 
 
 def _strip_text(text: str, kind: str) -> str:
-    return _strip(_Block(kind, 0, text.split("\n")))
+    """The text without Aider's prefixes (`#### `, `> `) and the two-space Markdown line breaks
+    it appends to prompt and output lines; an output run's unprefixed lines (a multi-line
+    message's continuation) are kept as they are."""
+    if kind == "prompt":
+        return "\n".join((ln[5:] if ln.startswith("#### ") else ln[4:] if ln.startswith("####")
+                          else ln).removesuffix("  ") for ln in text.split("\n")).rstrip()
+    return "\n".join((ln[2:] if ln.startswith("> ") else ln[1:] if ln.startswith(">") else ln)
+                     .removesuffix("  ") for ln in text.split("\n")).strip("\n").rstrip()
 
 
 def import_aider(data: bytes, source_name: str) -> list[ImportedSession]:
     """One chat history file → one session per run; the cwd is the file's folder (Aider writes
     the history in the directory it runs in, the git root by default)."""
+    return _import(data, source_name, 0, None)
+
+
+def resume_aider(data: bytes, source_name: str, done: int,
+                 next_seq: Callable[[str], int]) -> list[ImportedSession]:
+    """The events a grown history adds after an import that read its first `done` lines: a
+    block that ran across that line continues as a new event, and each session's new events
+    are numbered from `next_seq(session id)` (0: nothing of it is stored; all of it is given)."""
+    return _import(data, source_name, done, next_seq)
+
+
+def _import(data: bytes, source_name: str, done: int,
+            next_seq: Callable[[str], int] | None) -> list[ImportedSession]:
     raw = decompress(data)
     try:
         text = raw.decode("utf-8")
@@ -161,9 +181,14 @@ def import_aider(data: bytes, source_name: str) -> list[ImportedSession]:
     leading: list[Rejection] = []
     runs: list[tuple[dict[str, Any], list[SourceLine]]] = []
     used: dict[str, int] = {}
-    for block in _blocks(text):
+    for block in _blocks(text, done):
         body = "\n".join(block.lines)
-        line = SourceLine(block.first, body.encode("utf-8"), {"kind": block.kind, "text": body})
+        if not body.strip():
+            continue  # a continuation made only of a reply's paragraph breaks
+        value: dict[str, Any] = {"kind": block.kind, "text": body}
+        if block.origin:
+            value["continues"] = block.origin
+        line = SourceLine(block.first, body.encode("utf-8"), value)
         if block.kind == "start":
             match = _START.match(block.lines[0])
             assert match is not None
@@ -182,8 +207,22 @@ def import_aider(data: bytes, source_name: str) -> list[ImportedSession]:
                                      line.raw))
     for header, lines in runs:
         mapper = _RunMapper(int(header["createdAt"]))
-        feed_each(lines, mapper.feed, mapper.em, f"{PREFIX}/unmapped")
-        sessions.append(ImportedSession(header, mapper.em.events, mapper.em.rejections))
+        if next_seq is None:
+            feed_each(lines, mapper.feed, mapper.em, f"{PREFIX}/unmapped")
+            sessions.append(ImportedSession(header, mapper.em.events, mapper.em.rejections))
+            continue
+        seq = next_seq(str(header["id"]))
+        if seq == 0:
+            done_here = 0  # nothing of this session is stored: all of it
+        else:
+            done_here = done
+        old = [ln for ln in lines if ln.number <= done_here]
+        feed_each(old, mapper.feed, mapper.em, f"{PREFIX}/unmapped")
+        fresh_from = len(mapper.em.events)
+        feed_each([ln for ln in lines if ln.number > done_here], mapper.feed, mapper.em,
+                  f"{PREFIX}/unmapped")
+        events = [{**e, "seq": seq + i} for i, e in enumerate(mapper.em.events[fresh_from:])]
+        sessions.append(ImportedSession(header, events, mapper.em.rejections))
     return with_rejections(PREFIX, sessions, leading, source_name)
 
 
@@ -194,4 +233,4 @@ def sniff(path: PurePath, head: bytes) -> bool:
 
 SPEC = ImporterSpec(
     name=PREFIX, load=import_aider, sniff=sniff,
-    claims=lambda path: path.name == HISTORY_NAME)
+    claims=lambda path: path.name == HISTORY_NAME, resume=resume_aider)

@@ -12,6 +12,8 @@ from typing import Any
 from streams.importers.common import ImportedSession
 
 Load = Callable[[bytes, str], list[ImportedSession]]
+#: (bytes, source name, lines an earlier import read, next seq of a session id) → new events.
+Resume = Callable[[bytes, str, int, Callable[[str], int]], list[ImportedSession]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +48,10 @@ class ImporterSpec:
     - `late_cwd`: the cwd is recovered from the records (not stated by the agent), so it may
       show up only after a session was first imported; the first observation's header is kept
       then (PROTOCOL §1.1 forbids changing it), see `settle_header`.
+    - `resume(data, source, done, next_seq)`: for an append-only format whose events group
+      several writes (Aider's runs of output lines), what a grown file adds after an import that
+      read its first `done` lines, numbered from `next_seq(session id)`. Without it, a grown file
+      re-imports whole and the store keeps the events it has not seen.
     """
 
     name: str
@@ -55,6 +61,7 @@ class ImporterSpec:
     locations: tuple[Location, ...] = ()
     whole_document: bool = False
     late_cwd: bool = False
+    resume: Resume | None = None
 
     def __call__(self, data: bytes, source_name: str) -> list[ImportedSession]:
         return self.load(data, source_name)

@@ -3,11 +3,13 @@ vs the model's replies, and growth as Aider appends."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from importer_support import AIDER, agent, assert_steps_announced, assert_valid_log, by_type
 
 from projections import extract_text
-from streams.importers import detect_format
-from streams.importers.aider import import_aider
+from streams.importers import ImportedSession, detect_format
+from streams.importers.aider import import_aider, resume_aider
 
 SOURCE = "/home/dev/afi-core/.aider.chat.history.md"
 
@@ -56,19 +58,94 @@ def test_prompts_replies_and_aider_output() -> None:
                                                          "─" * 47 + "\"\ndone")
 
 
-def test_growth_at_block_boundaries_is_a_prefix() -> None:
-    data = agent(AIDER)
-    full = {s.header["id"]: s.events for s in import_aider(data, SOURCE)}
+def test_a_run_of_output_lines_is_one_event_keeping_its_lines() -> None:
+    first = import_aider(agent(AIDER), SOURCE)[0]
+    banner = by_type(first, "user/message")[0]
+    lines = agent(AIDER).decode().split("\n")[3:16]
+    assert banner["data"]["source"] == {"kind": "plugin", "plugin": "aider"}
+    assert banner["data"]["raw"] == {"kind": "output", "text": "\n".join(lines)}
+    assert extract_text(banner).split("\n") == [ln[2:].removesuffix("  ") for ln in lines]
+    # Runs, prompts and replies: a handful of events per exchange, not one per line.
+    assert sum(len(s.events) for s in import_aider(agent(AIDER), SOURCE)) < 70
+
+
+def _covered(events: list[dict[str, Any]]) -> list[str]:
+    """The source lines the events keep in `data.raw`, in log order."""
+    return [ln for e in events if "raw" in e["data"] for ln in e["data"]["raw"]["text"].split("\n")
+            if ln.strip()]
+
+
+def _grow(data: bytes, cuts: list[int]) -> dict[str, list[dict[str, Any]]]:
+    """Import the file's first `cuts[0]` lines, then resume at each later cut, then at its end
+    (as the ingest edge does when it finds the file grown): each session's stored events."""
     lines = data.split(b"\n")
-    # Aider writes each block at once: cut before every line that starts one (a run, a prompt,
-    # an output message; a reply always ends where one of these starts).
-    cuts = [sum(len(x) + 1 for x in lines[:i]) for i, line in enumerate(lines)
-            if line.startswith((b"# aider", b">"))
-            or (line.startswith(b"####") and not lines[i - 1].startswith(b"####"))]
-    assert len(cuts) > 80
-    for cut in cuts:
-        for session in import_aider(data[:cut], SOURCE):
-            assert session.events == full[session.header["id"]][:len(session.events)], cut
+    stored: dict[str, list[dict[str, Any]]] = {}
+    done = 0
+    for cut in [*cuts, len(lines) - 1]:
+        part = b"\n".join(lines[:cut]) + b"\n"
+        fresh = (import_aider(part, SOURCE) if done == 0 else
+                 resume_aider(part, SOURCE, done, lambda sid: len(stored.get(sid, []))))
+        for session in fresh:
+            assert session.rejections == []
+            got = stored.setdefault(session.header["id"], [])
+            assert [e["seq"] for e in session.events] == list(
+                range(len(got), len(got) + len(session.events)))
+            got.extend(session.events)
+        done = cut
+    return stored
+
+
+def test_growth_at_any_line_continues_the_cut_block() -> None:
+    """Aider appends one message at a time, so an import may read half an output run (or a
+    reply still being flushed): what follows the cut is added as a continuation event."""
+    data = agent(AIDER)
+    full = {s.header["id"]: s for s in import_aider(data, SOURCE)}
+    headers = {sid: s.header for sid, s in full.items()}
+    total = data.count(b"\n")
+    for cut in range(1, total):
+        grown = _grow(data, [cut])
+        assert list(grown) == list(full), cut
+        for sid, events in grown.items():
+            # Nothing lost, nothing twice, in order; the log folds.
+            assert _covered(events) == _covered(full[sid].events), (cut, sid)
+            assert_valid_log(ImportedSession(headers[sid], events, []))
+            assert_steps_announced(ImportedSession(headers[sid], events, []))
+            # The same turns and steps as a one-shot import.
+            assert [(e["data"]["turn"], e["data"]["step"]) for e in events
+                    if e["type"] == "step/start"] == [
+                (e["data"]["turn"], e["data"]["step"]) for e in full[sid].events
+                if e["type"] == "step/start"], cut
+    # Several cuts in a row (a live session read often) and the search text of a cut run.
+    grown = _grow(data, [5, 9, 10, 24, 60, 61])
+    for sid, events in grown.items():
+        assert _covered(events) == _covered(full[sid].events)
+    first = grown[next(iter(grown))]
+    banner = [extract_text(e) for e in by_type(ImportedSession({}, first, []), "user/message")]
+    # Lines 4-5, then 6-9, then 10, then the rest of the banner: four searchable events.
+    assert banner[:4] == [
+        "You can skip this check with --no-gitignore\n"
+        "Add .aider* to .gitignore (recommended)? (Y)es/(N)o [Yes]: y",
+        "Added .aider* to .gitignore\n/opt/homebrew/bin/aider .aider.conf.json\n"
+        "Using gpt-4o model with API key from environment.\nSkipping /Users/secretservice/"
+        "AFI_Modular_Repos/afi-core/.aider.conf.json that matches gitignore spec.",
+        "Aider v0.85.1",
+        "Main model: gpt-4o with diff edit format\nWeak model: gpt-4o-mini\nGit repo: .git "
+        "with 16 files\nRepo-map: using 4096 tokens, auto refresh\nhttps://aider.chat/"
+        "HISTORY.html#release-notes\nWould you like to see what's new in this version? "
+        "(Y)es/(N)o [Yes]: n"]
+
+
+def test_re_import_adds_nothing_and_is_deterministic() -> None:
+    data = agent(AIDER)
+    once = import_aider(data, SOURCE)
+    assert import_aider(data, SOURCE) == once
+    done = data.count(b"\n")
+    again = resume_aider(data, SOURCE, done, lambda sid: 1 + len(
+        next(s for s in once if s.header["id"] == sid).events) - 1)
+    assert [s.events for s in again] == [[] for _ in once]
+    # A session nothing of which is stored is given whole (its header was parked, say).
+    assert [s.events for s in resume_aider(data, SOURCE, 40, lambda sid: 0)] == [
+        s.events for s in once]
 
 
 def test_detection() -> None:
