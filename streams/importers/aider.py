@@ -46,61 +46,60 @@ class _Block:
 
 
 def _kind(line: str) -> str | None:
-    if line.startswith("#"):
+    first = line[:1]
+    if first == "#":
         if line.startswith("####"):
             return "prompt"
         start = _START.match(line)
         if start and _started_ms(start.group(1)) is not None:
             return "start"
         return None
-    if line.startswith(">"):
-        return "output"
-    return None
-
-
-def _joins(current: _Block | None, kind: str | None, line: str) -> bool:
-    """Whether `line` belongs to the block being read: prompt lines to a prompt, output lines
-    (and the unprefixed lines of a multi-line message) to an output run, any text and paragraph
-    breaks to a reply. Decided from the lines so far only (no look-ahead)."""
-    if current is None or kind == "start":
-        return False
-    if kind is not None:
-        return kind == current.kind and kind != "reply"
-    if not line.strip():
-        return current.kind == "reply"
-    return current.kind in ("output", "reply")
+    return "output" if first == ">" else None
 
 
 def _blocks(text: str, cut: int = 0) -> Iterator[_Block]:
-    """The file's blocks in order. `cut`: the last line an earlier import read; a block that
-    runs across it is split there, its rest a continuation (see MAPPING.md, Aider)."""
+    """The file's blocks in order, each line's place decided from the lines before it only (no
+    look-ahead): prompt lines join a prompt, output lines (and the unprefixed lines of a
+    multi-line message) an output run, any text and paragraph breaks a reply. `cut`: the last
+    line an earlier import read; a block that runs across it is split there, the rest a
+    continuation (see MAPPING.md, Aider)."""
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
     current: _Block | None = None
+    kind_now = ""  # the current block's kind ("" when none)
     for number, line in enumerate(lines, start=1):
-        kind = _kind(line)
-        if _joins(current, kind, line):
+        kind = _kind(line) if line[:1] in ("#", ">") else None
+        if kind is None:
+            joins = kind_now == "reply" or (kind_now == "output" and line.strip() != "") \
+                if line.strip() else kind_now == "reply"
+        else:
+            joins = kind == kind_now and kind in ("prompt", "output")
+        if joins:
             assert current is not None
             if number != cut + 1:
                 current.lines.append(line)
                 continue
             yield current
-            current = _Block(current.kind, number, [line], current.origin or current.first)
+            current = _Block(kind_now, number, [line], current.origin or current.first)
             continue
         if current is not None:
             yield current
             current = None
+            kind_now = ""
         if kind is not None or line.strip():
-            current = _Block(kind or "reply", number, [line])
+            kind_now = kind or "reply"
+            current = _Block(kind_now, number, [line])
     if current is not None:
         yield current
 
 
 def _started_ms(stamp: str) -> int | None:
-    """Aider writes local time without a zone; it is read as UTC (see MAPPING.md)."""
+    """Aider writes local time without a zone; it is read as UTC (see MAPPING.md). `stamp`
+    matched `_START` (fixed-width digits)."""
     try:
-        parsed = datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S").replace(tzinfo=UTC)
+        parsed = datetime(int(stamp[:4]), int(stamp[5:7]), int(stamp[8:10]), int(stamp[11:13]),
+                          int(stamp[14:16]), int(stamp[17:19]), tzinfo=UTC)
     except ValueError:
         return None
     return int(parsed.timestamp()) * 1000
@@ -193,7 +192,7 @@ def _import(data: bytes, source_name: str, done: int,
             match = _START.match(block.lines[0])
             assert match is not None
             stamp = match.group(1)
-            compact = re.sub(r"[^0-9]", "", stamp)
+            compact = stamp.replace("-", "").replace(" ", "").replace(":", "")
             used[compact] = used.get(compact, 0) + 1
             suffix = compact if used[compact] == 1 else f"{compact}-{used[compact]}"
             header = make_header(f"{PREFIX}:{base}:{suffix}", _started_ms(stamp) or 0,

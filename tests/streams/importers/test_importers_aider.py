@@ -3,11 +3,15 @@ vs the model's replies, and growth as Aider appends."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import orjson
+from click.testing import CliRunner
 from importer_support import AIDER, agent, assert_steps_announced, assert_valid_log, by_type
 
 from projections import extract_text
+from streams.cli import main
 from streams.importers import ImportedSession, detect_format
 from streams.importers.aider import import_aider, resume_aider
 
@@ -159,3 +163,40 @@ def test_an_impossible_start_time_is_text_not_a_run() -> None:
     assert len(sessions) == 4
     for session in sessions:
         assert_valid_log(session)
+
+
+def _run(data: Path, *args: str) -> Any:
+    result = CliRunner().invoke(main, ["--data-dir", str(data), *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return orjson.loads(result.stdout)
+
+
+def test_recall_ingest_of_a_growing_history_adds_each_line_once(tmp_path: Path) -> None:
+    """`recall ingest` while Aider writes: read mid-banner, then mid-output run, then whole;
+    every line is imported once and searchable, the same as ingesting the finished file."""
+    data = agent(AIDER)
+    lines = data.split(b"\n")
+    source = tmp_path / "afi-core" / ".aider.chat.history.md"
+    source.parent.mkdir()
+    added = 0
+    for cut in (43, 61, len(lines) - 1):
+        source.write_bytes(b"\n".join(lines[:cut]) + b"\n")
+        report = _run(tmp_path / "grown", "ingest", str(source))
+        assert report["parkedLines"] == 0 and report["rewritten"] == [], report
+        added += report["eventsAdded"]
+    assert _run(tmp_path / "grown", "ingest", str(source))["unchanged"] == 1
+    whole = tmp_path / "whole" / ".aider.chat.history.md"
+    whole.parent.mkdir()
+    whole.write_bytes(data)
+    once = _run(tmp_path / "once", "ingest", str(whole))["eventsAdded"]
+    assert added == once + 2  # the two cut output runs continue as one more event each
+    # The continuations are searchable: the rest of the cut banner and of the cut run.
+    for text in ("Aider v0.85.1", "Running chmod"):
+        hits = [i["bestMatch"] for i in _run(tmp_path / "grown", "search", f'"{text}"')["items"]]
+        assert any(h["type"] == "user/message" and h["sessionId"].endswith("20250715145334")
+                   for h in hits), (text, hits)
+    # A line appended to a file that had stopped growing (a new prompt) is added once.
+    with source.open("ab") as out:
+        out.write(b"\n#### one more question  \n")
+    report = _run(tmp_path / "grown", "ingest", str(source))
+    assert report["eventsAdded"] == 2 and report["parkedLines"] == 0  # step/start + the prompt
