@@ -45,16 +45,14 @@ class _Block:
     origin: int = 0  # a continuation: the first line of the block it continues (else 0)
 
 
-def _kind(line: str) -> str | None:
-    first = line[:1]
-    if first == "#":
-        if line.startswith("####"):
-            return "prompt"
-        start = _START.match(line)
-        if start and _started_ms(start.group(1)) is not None:
-            return "start"
-        return None
-    return "output" if first == ">" else None
+def _hash_kind(line: str) -> str | None:
+    """The kind of a line starting with `#`: a prompt, a run's start, or text."""
+    if line.startswith("####"):
+        return "prompt"
+    start = _START.match(line)
+    if start and _started_ms(start.group(1)) is not None:
+        return "start"
+    return None
 
 
 def _blocks(text: str, cut: int = 0) -> Iterator[_Block]:
@@ -67,29 +65,35 @@ def _blocks(text: str, cut: int = 0) -> Iterator[_Block]:
     if lines and lines[-1] == "":
         lines.pop()
     current: _Block | None = None
-    kind_now = ""  # the current block's kind ("" when none)
+    now = ""  # the current block's kind ("" when none)
+    resume_at = cut + 1
     for number, line in enumerate(lines, start=1):
-        kind = _kind(line) if line[:1] in ("#", ">") else None
-        if kind is None:
-            joins = kind_now == "reply" or (kind_now == "output" and line.strip() != "") \
-                if line.strip() else kind_now == "reply"
+        first = line[:1]
+        kind: str | None = None
+        if first == ">":
+            kind = "output"
+            joins = now == "output"
+        elif first == "#" and (kind := _hash_kind(line)) is not None:
+            joins = kind == "prompt" and now == "prompt"
+        elif not line or line.isspace():
+            joins = now == "reply"  # a paragraph break inside a reply; else the block ends
         else:
-            joins = kind == kind_now and kind in ("prompt", "output")
+            joins = now == "output" or now == "reply"
         if joins:
             assert current is not None
-            if number != cut + 1:
+            if number != resume_at:
                 current.lines.append(line)
                 continue
             yield current
-            current = _Block(kind_now, number, [line], current.origin or current.first)
+            current = _Block(now, number, [line], current.origin or current.first)
             continue
         if current is not None:
             yield current
             current = None
-            kind_now = ""
-        if kind is not None or line.strip():
-            kind_now = kind or "reply"
-            current = _Block(kind_now, number, [line])
+            now = ""
+        if kind is not None or (line and not line.isspace()):
+            now = kind or "reply"
+            current = _Block(now, number, [line])
     if current is not None:
         yield current
 
@@ -140,15 +144,18 @@ class _RunMapper:
             "content": [{"type": "text", "text": text}]}, op="append")
 
 
+_OUTPUT_MARK = re.compile(r"^> ?", re.MULTILINE)
+_PROMPT_MARK = re.compile(r"^#### ?", re.MULTILINE)
+_LINE_BREAK = re.compile(r"  $", re.MULTILINE)
+
+
 def _strip_text(text: str, kind: str) -> str:
     """The text without Aider's prefixes (`#### `, `> `) and the two-space Markdown line breaks
     it appends to prompt and output lines; an output run's unprefixed lines (a multi-line
     message's continuation) are kept as they are."""
     if kind == "prompt":
-        return "\n".join((ln[5:] if ln.startswith("#### ") else ln[4:] if ln.startswith("####")
-                          else ln).removesuffix("  ") for ln in text.split("\n")).rstrip()
-    return "\n".join((ln[2:] if ln.startswith("> ") else ln[1:] if ln.startswith(">") else ln)
-                     .removesuffix("  ") for ln in text.split("\n")).strip("\n").rstrip()
+        return _LINE_BREAK.sub("", _PROMPT_MARK.sub("", text)).rstrip()
+    return _LINE_BREAK.sub("", _OUTPUT_MARK.sub("", text)).strip("\n").rstrip()
 
 
 def import_aider(data: bytes, source_name: str) -> list[ImportedSession]:
@@ -182,7 +189,7 @@ def _import(data: bytes, source_name: str, done: int,
     used: dict[str, int] = {}
     for block in _blocks(text, done):
         body = "\n".join(block.lines)
-        if not body.strip():
+        if block.origin and not body.strip():
             continue  # a continuation made only of a reply's paragraph breaks
         value: dict[str, Any] = {"kind": block.kind, "text": body}
         if block.origin:
