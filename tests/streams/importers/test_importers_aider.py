@@ -200,3 +200,32 @@ def test_recall_ingest_of_a_growing_history_adds_each_line_once(tmp_path: Path) 
         out.write(b"\n#### one more question  \n")
     report = _run(tmp_path / "grown", "ingest", str(source))
     assert report["eventsAdded"] == 2 and report["parkedLines"] == 0  # step/start + the prompt
+
+
+def test_the_fleet_shipper_publishes_each_line_once(tmp_path: Path) -> None:
+    """`recall watch` with RECALL_BROKER: the shipper resumes after the lines it shipped (its
+    state per file), so a run cut by a read goes out as the first part, then the rest; a
+    partial last line waits for its newline. (Publishing itself is the Kafka suite's.)"""
+    from streams.importers import IMPORTERS
+    from streams.ingest import IngestReport
+    from streams.shipper import Shipper
+
+    data = agent(AIDER)
+    shipper = Shipper(None, tmp_path, max_event_bytes=1 << 20, max_file_bytes=1 << 30,
+                      importers=IMPORTERS, detect=None)
+    seen: dict[str, Any] = {}
+    sent: dict[str, list[dict[str, Any]]] = {}
+    lines = data.split(b"\n")
+    for text in (b"\n".join(lines[:43]) + b"\n> Aider v0.8",  # mid-run, and half a line
+                 b"\n".join(lines[:61]) + b"\n", data, data):
+        records, rejections = shipper._foreign(SOURCE, text, "aider", seen, IngestReport())
+        assert rejections == []
+        for key, value in records:
+            event = orjson.loads(value)
+            if event["type"] != "session":
+                sent.setdefault(key.decode(), []).append(event)
+    full = {s.header["id"]: s.events for s in import_aider(data, SOURCE)}
+    assert list(sent) == list(full)
+    for sid, events in sent.items():
+        assert [e["seq"] for e in events] == list(range(len(events)))
+        assert _covered(events) == _covered(full[sid])
