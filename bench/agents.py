@@ -15,7 +15,8 @@ corpus of bench/realcorpus.py. Generation is not timed.
 Timed: the importer alone over bytes already in memory (parsing, mapping to native events, the
 schema and fold check every event passes in the importer), best of 3 passes. Also reported:
 events/s and events per MB, because the cost is per event and formats differ in how many events
-a megabyte holds (Aider's one-line outputs make it the densest).
+a megabyte holds (Aider's many small blocks — prompts, short replies, runs of status lines —
+make it the densest).
 """
 
 from __future__ import annotations
