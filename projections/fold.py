@@ -12,7 +12,7 @@ import base64
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -24,8 +24,9 @@ PAGE_SIZE = 32
 STATE_VERSION = 1
 
 
-@dataclass(frozen=True, slots=True)
-class Node:
+# Node, SurfaceState and Step are immutable NamedTuples rather than frozen dataclasses: the fold
+# builds them for every event, and a frozen dataclass's __init__ costs about twice `plan` itself.
+class Node(NamedTuple):
     """One surface entry: the event's seq, and for tool/result the blanked-data digest."""
 
     seq: int
@@ -46,8 +47,7 @@ class Replacement:
                 "shadowedSeqs": list(self.shadowed_seqs)}
 
 
-@dataclass(frozen=True, slots=True)
-class SurfaceState:
+class SurfaceState(NamedTuple):
     """The fold's accumulator: next expected seq, replace generation, and the paged surface."""
 
     next_seq: int = 0
@@ -63,8 +63,7 @@ class SurfaceState:
         return sum(len(p) for p in self.pages)
 
 
-@dataclass(frozen=True, slots=True)
-class Step:
+class Step(NamedTuple):
     """The outcome of one transition: the new state, what the event did, which pages changed."""
 
     state: SurfaceState
