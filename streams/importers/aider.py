@@ -4,8 +4,10 @@ per run (`# aider chat started at …`).
 The file has no ids, no per-message times and no tool calls. What it has, by Aider's own writer:
 `#### ` lines are the person's input, `> ` lines are Aider's output (edits applied, commands run,
 commits, token counts, errors; a multi-line message continues on unprefixed lines directly below
-its `> ` line), and text after a blank line is the model's reply. Each of Aider's writes is one
-block, so blocks are the records.
+its `> ` line), and text after a blank line is the model's reply. A block (a prompt, a run of
+consecutive output messages, a reply) is one record and one event. Aider appends an output run
+one message at a time, so a grown file is mapped as a continuation of the lines an earlier import
+read (`resume_aider`), never re-imported whole: see MAPPING.md, Aider.
 """
 
 from __future__ import annotations
@@ -218,12 +220,10 @@ def _import(data: bytes, source_name: str, done: int,
             sessions.append(ImportedSession(header, mapper.em.events, mapper.em.rejections))
             continue
         seq = next_seq(str(header["id"]))
-        if seq == 0:
-            done_here = 0  # nothing of this session is stored: all of it
-        else:
-            done_here = done
-        old = [ln for ln in lines if ln.number <= done_here]
-        feed_each(old, mapper.feed, mapper.em, f"{PREFIX}/unmapped")
+        done_here = done if seq else 0  # nothing of this session is stored: all of it
+        # The lines read before are mapped again (for the turn and step clock), not given.
+        feed_each([ln for ln in lines if ln.number <= done_here], mapper.feed, mapper.em,
+                  f"{PREFIX}/unmapped")
         fresh_from = len(mapper.em.events)
         feed_each([ln for ln in lines if ln.number > done_here], mapper.feed, mapper.em,
                   f"{PREFIX}/unmapped")
