@@ -33,31 +33,23 @@ static int one_phrase(const Fts5ExtensionApi *api, Fts5Context *fts) {
   return count;
 }
 
-static void recall_matches(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_context *ctx,
-                           int argc, sqlite3_value **argv) {
+/* The match count of the current row into *out; an SQLite error code on failure. */
+static int count_matches(const Fts5ExtensionApi *api, Fts5Context *fts, int *out) {
   int total = 0, count = 0, end = -1, i, rc;
-  (void)argc;
-  (void)argv;
   if (api->xPhraseCount(fts) == 1) {
     count = one_phrase(api, fts);
     if (count >= 0) {
-      sqlite3_result_int(ctx, count);
-      return;
+      *out = count;
+      return SQLITE_OK;
     }
     count = 0;
   }
   rc = api->xInstCount(fts, &total);
-  if (rc != SQLITE_OK) {
-    sqlite3_result_error_code(ctx, rc);
-    return;
-  }
+  if (rc != SQLITE_OK) return rc;
   for (i = 0; i < total; i++) {
     int phrase, column, offset, last;
     rc = api->xInst(fts, i, &phrase, &column, &offset);
-    if (rc != SQLITE_OK) {
-      sqlite3_result_error_code(ctx, rc);
-      return;
-    }
+    if (rc != SQLITE_OK) return rc;
     if (column != 0) continue;
     last = offset - 1 + api->xPhraseSize(fts, phrase);
     if (count > 0 && offset <= end) {
@@ -67,7 +59,171 @@ static void recall_matches(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite
       end = last;
     }
   }
+  *out = count;
+  return SQLITE_OK;
+}
+
+static void recall_matches(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_context *ctx,
+                           int argc, sqlite3_value **argv) {
+  int count = 0, rc;
+  (void)argc;
+  (void)argv;
+  rc = count_matches(api, fts, &count);
+  if (rc != SQLITE_OK) {
+    sqlite3_result_error_code(ctx, rc);
+    return;
+  }
   sqlite3_result_int(ctx, count);
+}
+
+/* A floor pass (indexer/search.py) wants a shard's best k hits by (match count desc, length key
+ * asc), the length key being the low LENGTH_BITS of the document id. ORDER BY ... LIMIT k costs
+ * a sorter row and a result row per hit; instead
+ *
+ *   SELECT recall_floor_take(?3, n) FROM (SELECT count(*) AS n FROM events_fts
+ *     WHERE events_fts MATCH ?1 AND recall_floor(events_fts, ?2, ?3))
+ *
+ * keeps the k best keys in a heap while FTS5 walks the hits (recall_floor is always 0: no row
+ * leaves the virtual table, n is 0 and only makes the outer column wait for the walk) and
+ * recall_floor_take returns them, best first, as a blob of
+ * little-endian int64 pairs (document id, match count). The heap lives in the MATCH query's
+ * auxiliary data and is also held by the connection's slot (both counted references), so the
+ * outer column can read it while the cursor is open and nothing dangles whichever goes first.
+ * The token (a number the caller makes unique) ties the answer to its own query. */
+#define LENGTH_MASK 63
+#define MAX_FLOOR (1 << 22)
+
+typedef struct {
+  sqlite3_int64 score, rowid;
+} Entry;
+
+typedef struct {
+  int refs, size, used;
+  sqlite3_int64 token;
+  Entry heap[1];
+} Floor;
+
+typedef struct {
+  Floor *current; /* the most recently started floor query's heap on this connection */
+} Slot;
+
+static void floor_release(void *p) {
+  Floor *f = (Floor *)p;
+  if (f != 0 && --f->refs == 0) sqlite3_free(f);
+}
+
+static void slot_destroy(void *p) {
+  Slot *slot = (Slot *)p;
+  floor_release(slot->current);
+  sqlite3_free(slot);
+}
+
+/* Min-heap on score: the root is the k-th best key kept so far. */
+static void floor_sift_down(Entry *heap, int used, int i) {
+  Entry moving = heap[i];
+  int child;
+  while ((child = 2 * i + 1) < used) {
+    if (child + 1 < used && heap[child + 1].score < heap[child].score) child++;
+    if (heap[child].score >= moving.score) break;
+    heap[i] = heap[child];
+    i = child;
+  }
+  heap[i] = moving;
+}
+
+static void floor_push(Floor *f, Entry e) {
+  int i = f->used++, parent;
+  while (i > 0 && f->heap[parent = (i - 1) / 2].score > e.score) {
+    f->heap[i] = f->heap[parent];
+    i = parent;
+  }
+  f->heap[i] = e;
+}
+
+static void recall_floor(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_context *ctx,
+                         int argc, sqlite3_value **argv) {
+  Floor *f;
+  Entry e;
+  int count = 0, rc;
+  sqlite3_result_int(ctx, 0);
+  if (argc != 2) {
+    sqlite3_result_error(ctx, "recall_floor(fts, k, token) takes two arguments after the table",
+                         -1);
+    return;
+  }
+  f = (Floor *)api->xGetAuxdata(fts, 0);
+  if (f == 0) {
+    Slot *slot = (Slot *)api->xUserData(fts);
+    sqlite3_int64 size = sqlite3_value_int64(argv[0]);
+    if (size < 1 || size > MAX_FLOOR) {
+      sqlite3_result_error(ctx, "recall_floor: k out of range", -1);
+      return;
+    }
+    f = (Floor *)sqlite3_malloc64(sizeof(Floor) + (size_t)size * sizeof(Entry));
+    if (f == 0) {
+      sqlite3_result_error_nomem(ctx);
+      return;
+    }
+    f->refs = 1;
+    f->size = (int)size;
+    f->used = 0;
+    f->token = sqlite3_value_int64(argv[1]);
+    rc = api->xSetAuxdata(fts, f, floor_release);
+    if (rc != SQLITE_OK) { /* xSetAuxdata has already called floor_release on it */
+      sqlite3_result_error_code(ctx, rc);
+      return;
+    }
+    f->refs++;
+    floor_release(slot->current);
+    slot->current = f;
+  }
+  rc = count_matches(api, fts, &count);
+  if (rc != SQLITE_OK) {
+    sqlite3_result_error_code(ctx, rc);
+    return;
+  }
+  e.rowid = api->xRowid(fts);
+  /* Larger is better: the count first, then the shorter length key. */
+  e.score = (sqlite3_int64)count * (LENGTH_MASK + 1) + (LENGTH_MASK - (e.rowid & LENGTH_MASK));
+  if (f->used < f->size) {
+    floor_push(f, e);
+  } else if (e.score > f->heap[0].score) {
+    f->heap[0] = e;
+    floor_sift_down(f->heap, f->used, 0);
+  }
+}
+
+static void recall_floor_take(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  Slot *slot = (Slot *)sqlite3_user_data(ctx);
+  Floor *f = slot->current;
+  unsigned char *out;
+  int n, i;
+  (void)argc;
+  if (f == 0 || f->token != sqlite3_value_int64(argv[0])) { /* no hit: recall_floor never ran */
+    sqlite3_result_zeroblob(ctx, 0);
+    return;
+  }
+  n = f->used;
+  out = (unsigned char *)sqlite3_malloc64((sqlite3_uint64)n * 16 + 1);
+  if (out == 0) {
+    sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  /* Pop the worst key each time and fill from the end: best first. Leaves the heap empty. */
+  for (i = n - 1; i >= 0; i--) {
+    Entry worst = f->heap[0];
+    sqlite3_int64 count = worst.score / (LENGTH_MASK + 1);
+    int b;
+    f->heap[0] = f->heap[--f->used];
+    if (f->used > 0) floor_sift_down(f->heap, f->used, 0);
+    for (b = 0; b < 8; b++) {
+      out[16 * i + b] = (unsigned char)((sqlite3_uint64)worst.rowid >> (8 * b));
+      out[16 * i + 8 + b] = (unsigned char)((sqlite3_uint64)count >> (8 * b));
+    }
+  }
+  slot->current = 0;
+  floor_release(f);
+  sqlite3_result_blob(ctx, out, n * 16, sqlite3_free);
 }
 
 #ifdef _WIN32
@@ -76,6 +232,7 @@ __declspec(dllexport)
 int sqlite3_matchcount_init(sqlite3 *db, char **error, const sqlite3_api_routines *routines) {
   fts5_api *fts = 0;
   sqlite3_stmt *stmt = 0;
+  Slot *slot;
   int rc;
   (void)error;
   SQLITE_EXTENSION_INIT2(routines);
@@ -86,10 +243,22 @@ int sqlite3_matchcount_init(sqlite3 *db, char **error, const sqlite3_api_routine
   rc = sqlite3_finalize(stmt);
   if (rc != SQLITE_OK) return rc;
   if (fts == 0 || fts->iVersion < 2) return SQLITE_ERROR;
-  return fts->xCreateFunction(fts, "recall_matches", 0, recall_matches, 0);
+  rc = fts->xCreateFunction(fts, "recall_matches", 0, recall_matches, 0);
+  if (rc != SQLITE_OK) return rc;
+  slot = (Slot *)sqlite3_malloc(sizeof(Slot));
+  if (slot == 0) return SQLITE_NOMEM;
+  slot->current = 0;
+  rc = fts->xCreateFunction(fts, "recall_floor", slot, recall_floor, slot_destroy);
+  if (rc != SQLITE_OK) { /* FTS5 does not call the destructor of a function it failed to add */
+    sqlite3_free(slot);
+    return rc;
+  }
+  /* The slot belongs to recall_floor (freed when the connection closes its FTS5 module). */
+  return sqlite3_create_function_v2(db, "recall_floor_take", 2, SQLITE_UTF8, slot,
+                                    recall_floor_take, 0, 0, 0);
 }
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_matchcount",
-                                    "SQLite loadable extension: recall_matches()", -1, NULL};
+                                    "SQLite loadable extension: recall_matches(), recall_floor()", -1, NULL};
 
 PyMODINIT_FUNC PyInit__matchcount(void) { return PyModule_Create(&module); }

@@ -1,4 +1,5 @@
-"""Storage and read side: the PROTOCOL §3.6 match count as an FTS5 auxiliary function, `recall_matches`.
+"""Storage and read side: the PROTOCOL §3.6 match count as an FTS5 auxiliary function, `recall_matches`,
+and `recall_floor`, the filter that keeps a floor pass's sort bounded (indexer/search.py).
 
 The count is the number of spans highlight() marks: the row's phrase instances in position
 order, overlapping ones merged the way FTS5's highlight() merges them (an instance that starts at
@@ -11,12 +12,19 @@ one below, which counts identically (tests/indexer/test_matchcount.py) but holds
 
 from __future__ import annotations
 
+import heapq
 import importlib.util
+import struct
 from collections.abc import Sequence
 
 import apsw
 
+from indexer.schema import LENGTH_MASK
+
 FUNCTION = "recall_matches"
+FLOOR_FUNCTION = "recall_floor"
+#: The largest k a floor pass may ask for (the compiled function's bound too).
+MAX_FLOOR = 1 << 22
 _ENTRY_POINT = "sqlite3_matchcount_init"
 
 
@@ -44,6 +52,44 @@ def python_matches(api: apsw.FTS5ExtensionApi) -> int:
     return count_spans(instances)
 
 
+class PythonFloor:
+    """`recall_floor(fts, k, token)` and `recall_floor_take(token, n)` of one connection, in
+    Python (indexer/_matchcount.c holds the same rule): while FTS5 walks a MATCH query's hits,
+    keep the k best (count desc, length key asc) as (document id, count) in a heap held by the
+    query's auxiliary data and by this slot; `take` returns them best first, packed."""
+
+    def __init__(self) -> None:
+        self.token: int | None = None
+        self.heap: list[tuple[int, int, int]] = []
+
+    def floor(self, api: apsw.FTS5ExtensionApi, size: int, token: int) -> int:
+        heap: list[tuple[int, int, int]] | None = api.aux_data
+        if heap is None:
+            if not 1 <= size <= MAX_FLOOR:
+                raise ValueError("recall_floor: k out of range")
+            heap = api.aux_data = []
+            self.token, self.heap = token, heap
+        count = python_matches(api)
+        rowid = api.rowid
+        # Larger is better: the count first, then the shorter length key.
+        entry = (count * (LENGTH_MASK + 1) + (LENGTH_MASK - (rowid & LENGTH_MASK)),
+                 rowid, count)
+        if len(heap) < size:
+            heapq.heappush(heap, entry)
+        elif entry[0] > heap[0][0]:
+            heapq.heapreplace(heap, entry)
+        return 0
+
+    def take(self, token: int, hits: int) -> bytes:
+        del hits  # (only orders the call after the walk)
+        if self.token != token:
+            return b""  # no hit: `floor` never ran for this token
+        best = sorted(self.heap, key=lambda e: -e[0])
+        self.token, self.heap = None, []
+        return struct.pack(f"<{2 * len(best)}q", *(v for _, rowid, count in best
+                                                   for v in (rowid, count)))
+
+
 def compiled_path() -> str | None:
     """The built extension module holding the compiled function, if the build made one."""
     spec = importlib.util.find_spec("indexer._matchcount")
@@ -54,7 +100,8 @@ _COMPILED = compiled_path()
 
 
 def register(conn: apsw.Connection, *, compiled: bool = True) -> str:
-    """Make `recall_matches(fts)` available on `conn`; returns which implementation it is."""
+    """Make `recall_matches(fts)` and `recall_floor(fts, k)` available on `conn`; returns which
+    implementation they are."""
     if compiled and _COMPILED is not None:
         conn.enable_load_extension(True)
         try:
@@ -65,4 +112,7 @@ def register(conn: apsw.Connection, *, compiled: bool = True) -> str:
         finally:
             conn.enable_load_extension(False)
     conn.register_fts5_function(FUNCTION, python_matches)  # type: ignore[arg-type]
+    slot = PythonFloor()
+    conn.register_fts5_function(FLOOR_FUNCTION, slot.floor)  # type: ignore[arg-type]
+    conn.create_scalar_function(FLOOR_FUNCTION + "_take", slot.take, 2)
     return "python"

@@ -23,6 +23,8 @@ Searches within one session probe that session's documents instead.
 
 from __future__ import annotations
 
+import itertools
+import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -97,8 +99,12 @@ def _candidate(row: Iterable[Any], matches: int) -> Candidate:
 
 # --- token index ---------------------------------------------------------------------------------
 
-_FLOOR = ("SELECT rowid, recall_matches(events_fts) AS m FROM events_fts WHERE events_fts MATCH ?"
-          f" ORDER BY m DESC, rowid & {LENGTH_MASK} LIMIT ?")
+#: No hit leaves FTS5: `recall_floor` keeps the best `size` keys in a heap as it walks them and
+#: `recall_floor_take` hands them over, best first (indexer/_matchcount.c; an ORDER BY ... LIMIT
+#: here cost a sorter row and a result row per hit, ~2x the walk itself).
+_FLOOR = ("SELECT recall_floor_take(?3, n) FROM (SELECT count(*) AS n FROM events_fts"
+          " WHERE events_fts MATCH ?1 AND recall_floor(events_fts, ?2, ?3))")
+_tokens = itertools.count(1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,7 +118,9 @@ class Floor:
 
 def floor_pass(conn: Conn, phrase: str, size: int) -> Floor:
     """Step 1: the shard's best `size` hits by (count desc, length key asc)."""
-    rows = [(int(d), int(m)) for d, m in conn.execute(_FLOOR, (phrase, size))]
+    packed = conn.execute(_FLOOR, (phrase, size, next(_tokens))).fetchone()[0]
+    values = struct.unpack(f"<{len(packed) // 8}q", packed)
+    rows = list(zip(values[0::2], values[1::2], strict=True))
     return Floor(rows, len(rows) < size)
 
 

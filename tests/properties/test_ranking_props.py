@@ -4,6 +4,7 @@ orders candidates exactly as the Python ranking keys do (one rule, two spellings
 
 from __future__ import annotations
 
+import struct
 import tempfile
 from typing import Any
 
@@ -26,6 +27,7 @@ from indexer.ranking import (
     session_key,
     sort_key,
 )
+from indexer.schema import LENGTH_MASK
 from projections.extraction import HIGHLIGHT_OPEN
 
 from ..indexer.helpers import assistant, session_records, user
@@ -101,6 +103,46 @@ def test_compiled_and_python_match_counts_equal_highlight_spans(texts: list[str]
     got_compiled, got_python = _counts(compiled, texts, query), _counts(python, texts, query)
     assert got_compiled == got_python
     assert all(m == h for _, m, h in got_compiled)
+
+
+def _floors(conn: Any, docs: list[tuple[int, str]], query: str,
+            size: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(count desc, length key asc) keys of a floor pass and of ORDER BY ... LIMIT `size`."""
+    conn.execute("DROP TABLE IF EXISTS t")
+    conn.execute("CREATE VIRTUAL TABLE t USING fts5(text, content='')")
+    conn.executemany("INSERT INTO t(rowid, text) VALUES (?, ?)", docs)
+    packed = conn.execute("SELECT recall_floor_take(?3, n) FROM (SELECT count(*) AS n FROM t"
+                          " WHERE t MATCH ?1 AND recall_floor(t, ?2, ?3))",
+                          (query, size, 7)).fetchone()[0]
+    values = struct.unpack(f"<{len(packed) // 8}q", packed)
+    got = [(-m, d & LENGTH_MASK) for d, m in zip(values[0::2], values[1::2], strict=True)]
+    want = [(-int(m), int(d) & LENGTH_MASK) for d, m in conn.execute(
+        f"SELECT rowid, recall_matches(t) AS m FROM t WHERE t MATCH ?"
+        f" ORDER BY m DESC, rowid & {LENGTH_MASK} LIMIT ?", (query, size))]
+    return got, want
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 1 << 20),
+                          st.lists(st.sampled_from(["a", "b", "c"]), max_size=8).map(" ".join)),
+                min_size=1, max_size=40, unique_by=lambda d: d[0]),
+       st.sampled_from(["a", "b", '"a a"', "a b", '"a b a"']), st.integers(1, 12),
+       st.booleans())
+def test_floor_pass_keeps_the_keys_of_the_sorted_top(docs: list[tuple[int, str]], query: str,
+                                                    size: int, compiled: bool) -> None:
+    """recall_floor/recall_floor_take (compiled and Python) return the same keys, best first,
+    as ORDER BY count DESC, length key LIMIT k; with no hit, nothing (also right after a pass
+    that had hits on the same connection)."""
+    if compiled and compiled_path() is None:
+        return
+    conn = apsw.Connection(":memory:")
+    assert register(conn, compiled=compiled) == ("compiled" if compiled else "python")
+    got, want = _floors(conn, docs, query, size)
+    assert got == sorted(want) == want
+    packed = conn.execute("SELECT recall_floor_take(?3, n) FROM (SELECT count(*) AS n FROM t"
+                          " WHERE t MATCH ?1 AND recall_floor(t, ?2, ?3))",
+                          ("zzz", size, 8)).fetchone()[0]
+    assert packed == b""
 
 
 _candidate = st.fixed_dictionaries({
