@@ -114,5 +114,5 @@ def register(conn: apsw.Connection, *, compiled: bool = True) -> str:
     conn.register_fts5_function(FUNCTION, python_matches)  # type: ignore[arg-type]
     slot = PythonFloor()
     conn.register_fts5_function(FLOOR_FUNCTION, slot.floor)  # type: ignore[arg-type]
-    conn.create_scalar_function(FLOOR_FUNCTION + "_take", slot.take, 2)
+    conn.create_scalar_function(FLOOR_FUNCTION + "_take", slot.take, 2)  # type: ignore[arg-type]
     return "python"
