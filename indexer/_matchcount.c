@@ -86,11 +86,12 @@ static void recall_matches(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite
  * keeps the k best keys in a heap while FTS5 walks the hits (recall_floor is always 0: no row
  * leaves the virtual table, n is 0 and only makes the outer column wait for the walk) and
  * recall_floor_take returns them, best first, as a blob of
- * little-endian int64 pairs (document id, match count). The heap lives in the MATCH query's
+ * little-endian int64 pairs (score, document id), the score being
+ * count << LENGTH_BITS | (LENGTH_MASK - length key): larger is better. The heap lives in the MATCH query's
  * auxiliary data and is also held by the connection's slot (both counted references), so the
  * outer column can read it while the cursor is open and nothing dangles whichever goes first.
  * The token (a number the caller makes unique) ties the answer to its own query. */
-#define LENGTH_MASK 63
+#define LENGTH_MASK 63 /* indexer/schema.py LENGTH_MASK */
 #define MAX_FLOOR (1 << 22)
 
 typedef struct {
@@ -212,13 +213,12 @@ static void recall_floor_take(sqlite3_context *ctx, int argc, sqlite3_value **ar
   /* Pop the worst key each time and fill from the end: best first. Leaves the heap empty. */
   for (i = n - 1; i >= 0; i--) {
     Entry worst = f->heap[0];
-    sqlite3_int64 count = worst.score / (LENGTH_MASK + 1);
     int b;
     f->heap[0] = f->heap[--f->used];
     if (f->used > 0) floor_sift_down(f->heap, f->used, 0);
     for (b = 0; b < 8; b++) {
-      out[16 * i + b] = (unsigned char)((sqlite3_uint64)worst.rowid >> (8 * b));
-      out[16 * i + 8 + b] = (unsigned char)((sqlite3_uint64)count >> (8 * b));
+      out[16 * i + b] = (unsigned char)((sqlite3_uint64)worst.score >> (8 * b));
+      out[16 * i + 8 + b] = (unsigned char)((sqlite3_uint64)worst.rowid >> (8 * b));
     }
   }
   slot->current = 0;

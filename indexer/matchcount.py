@@ -55,8 +55,9 @@ def python_matches(api: apsw.FTS5ExtensionApi) -> int:
 class PythonFloor:
     """`recall_floor(fts, k, token)` and `recall_floor_take(token, n)` of one connection, in
     Python (indexer/_matchcount.c holds the same rule): while FTS5 walks a MATCH query's hits,
-    keep the k best (count desc, length key asc) as (document id, count) in a heap held by the
-    query's auxiliary data and by this slot; `take` returns them best first, packed."""
+    keep the k best (count desc, length key asc) in a heap held by the query's auxiliary data
+    and by this slot; `take` returns them best first, packed as (score, document id) with
+    score = count << LENGTH_BITS | (LENGTH_MASK - length key)."""
 
     def __init__(self) -> None:
         self.token: int | None = None
@@ -72,8 +73,7 @@ class PythonFloor:
         count = python_matches(api)
         rowid = api.rowid
         # Larger is better: the count first, then the shorter length key.
-        entry = (count * (LENGTH_MASK + 1) + (LENGTH_MASK - (rowid & LENGTH_MASK)),
-                 rowid, count)
+        entry = (count * (LENGTH_MASK + 1) + (LENGTH_MASK - (rowid & LENGTH_MASK)), rowid, count)
         if len(heap) < size:
             heapq.heappush(heap, entry)
         elif entry[0] > heap[0][0]:
@@ -86,8 +86,8 @@ class PythonFloor:
             return b""  # no hit: `floor` never ran for this token
         best = sorted(self.heap, key=lambda e: -e[0])
         self.token, self.heap = None, []
-        return struct.pack(f"<{2 * len(best)}q", *(v for _, rowid, count in best
-                                                   for v in (rowid, count)))
+        return struct.pack(f"<{2 * len(best)}q", *(v for score, rowid, _ in best
+                                                   for v in (score, rowid)))
 
 
 def compiled_path() -> str | None:

@@ -23,10 +23,13 @@ Searches within one session probe that session's documents instead.
 
 from __future__ import annotations
 
+import bisect
+import heapq
 import itertools
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
+from operator import itemgetter
 from typing import Any
 
 import orjson
@@ -48,7 +51,6 @@ from indexer.schema import (
     CJK,
     EVENT_JOINS,
     LENGTH_BITS,
-    LENGTH_MASK,
     SEQ,
     SURFACE,
     SURFACE_NAMES,
@@ -109,8 +111,9 @@ _tokens = itertools.count(1)
 
 @dataclass(frozen=True, slots=True)
 class Floor:
-    """One shard's floor pass: its best hits as (document id, match count), and whether they
-    are all of its hits."""
+    """One shard's floor pass: its best hits as (score, document id), best first, and whether
+    they are all of its hits. score = count << LENGTH_BITS | (LENGTH_MASK - length key): larger
+    is better, equal exactly when (count, length key) are."""
 
     rows: list[tuple[int, int]]
     complete: bool
@@ -131,19 +134,23 @@ def floor_size(plan: Mapping[str, Any]) -> int:
     return size * FILTERED_FACTOR if plan["sessionFilters"] or plan["eventFilters"] else size
 
 
-def _key(row: tuple[int, int]) -> tuple[int, int]:
-    """A floor row's (count, length key) as an ascending sort key."""
-    return -row[1], row[0] & LENGTH_MASK
-
-
 def _join(conn: Conn, rows: list[tuple[int, int]], where: str,
           params: list[Any]) -> list[Candidate]:
-    """Candidates for floor rows (document id, count) that pass the filters."""
-    ids = {d >> LENGTH_BITS: m for d, m in rows}
+    """Candidates for floor rows (score, document id) that pass the filters."""
+    ids = {d >> LENGTH_BITS: score >> LENGTH_BITS for score, d in rows}
     found = conn.execute(f"SELECT {_COLUMNS} FROM events e{_JOINS}"
                          f" WHERE e.id IN (SELECT value FROM json_each(?)) AND {where}",
                          [orjson.dumps(list(ids)), *params])
     return [_candidate(r, ids[int(r[0])]) for r in found]
+
+
+def _score(row: tuple[int, int]) -> int:
+    return -row[0]  # (bisect wants ascending keys; floor rows are best first)
+
+
+def _tagged(shard: int, rows: list[tuple[int, int]]) -> Iterator[tuple[int, int, int]]:
+    for score, d in rows:
+        yield score, shard, d
 
 
 def bounded_top(conns: Sequence[Conn], floors: Sequence[Floor],
@@ -155,30 +162,35 @@ def bounded_top(conns: Sequence[Conn], floors: Sequence[Floor],
     key of an incomplete shard: what remains is every hit strictly better than that key. Any
     prefix of it ending where the key changes is again "every hit strictly better than the next
     row", so it is joined a prefix at a time (doubling): a page needs little more than `fetch`
-    rows, whichever shards they are in."""
+    rows, whichever shards they are in. The merge is lazy: only the rows joined are touched."""
     where, params = _where(plan)
     fetch = int(plan["fetch"])
-    cut = min((_key(f.rows[-1]) for f in floors if not f.complete), default=None)
-    merged = sorted((_key(row), k, row) for k, f in enumerate(floors) for row in f.rows
-                    if cut is None or _key(row) < cut)
+    cut = max((f.rows[-1][0] for f in floors if not f.complete), default=None)
+    streams = [_tagged(k, f.rows if cut is None
+                       else f.rows[:bisect.bisect_left(f.rows, -cut, key=_score)])
+               for k, f in enumerate(floors)]
+    merged = heapq.merge(*streams, key=itemgetter(0), reverse=True)
+    pending = next(merged, None)
     found: list[Candidate] = []
+    batch = fetch + fetch // 4 + 1
     joined = 0
-    end = min(len(merged), fetch + fetch // 4 + 1)
     while True:
-        while 0 < end < len(merged) and merged[end][0] == merged[end - 1][0]:
-            end += 1  # never split a group
+        chunk: list[tuple[int, int, int]] = []
+        while pending is not None and (len(chunk) < batch or pending[0] == chunk[-1][0]):
+            chunk.append(pending)  # (a group of equal keys is never split)
+            pending = next(merged, None)
         by_shard: dict[int, list[tuple[int, int]]] = {}
-        for _, k, row in merged[joined:end]:
-            by_shard.setdefault(k, []).append(row)
+        for score, k, d in chunk:
+            by_shard.setdefault(k, []).append((score, d))
         for k, rows in by_shard.items():
             found.extend(_join(conns[k], rows, where, params))
-        joined = end
+        joined += len(chunk)
         ranked = best_per_session(found) if plan["scope"] == "sessions" else found
-        if len(ranked) >= fetch or (end == len(merged) and cut is None):
+        if len(ranked) >= fetch or (pending is None and cut is None):
             return rank(ranked, plan["scope"])[:fetch]
-        if end == len(merged):
+        if pending is None:
             return None
-        end = min(len(merged), 2 * end)
+        batch = joined  # doubling
 
 
 def _bounded(conn: Conn, plan: Mapping[str, Any], phrase: str) -> list[Candidate] | None:

@@ -27,7 +27,7 @@ from indexer.ranking import (
     session_key,
     sort_key,
 )
-from indexer.schema import LENGTH_MASK
+from indexer.schema import LENGTH_BITS, LENGTH_MASK
 from projections.extraction import HIGHLIGHT_OPEN
 
 from ..indexer.helpers import assistant, session_records, user
@@ -115,7 +115,9 @@ def _floors(conn: Any, docs: list[tuple[int, str]], query: str,
                           " WHERE t MATCH ?1 AND recall_floor(t, ?2, ?3))",
                           (query, size, 7)).fetchone()[0]
     values = struct.unpack(f"<{len(packed) // 8}q", packed)
-    got = [(-m, d & LENGTH_MASK) for d, m in zip(values[0::2], values[1::2], strict=True)]
+    pairs = list(zip(values[0::2], values[1::2], strict=True))
+    assert all(score & LENGTH_MASK == LENGTH_MASK - (d & LENGTH_MASK) for score, d in pairs)
+    got = [(-(score >> LENGTH_BITS), d & LENGTH_MASK) for score, d in pairs]
     want = [(-int(m), int(d) & LENGTH_MASK) for d, m in conn.execute(
         f"SELECT rowid, recall_matches(t) AS m FROM t WHERE t MATCH ?"
         f" ORDER BY m DESC, rowid & {LENGTH_MASK} LIMIT ?", (query, size))]
