@@ -70,7 +70,8 @@ def main(argv: list[str]) -> int:
     owners: dict[str, list[str]] = (orjson.loads(index_path.read_bytes())
                                     if index_path.exists() else {})
     for title, metrics in sections:
-        owners[title] = list(metrics)
+        # (a partial run of a section, e.g. RECALL_BENCH_SEARCH_ONLY, keeps its other metrics)
+        owners[title] = list(dict.fromkeys([*owners.get(title, []), *metrics]))
     index_path.write_bytes(orjson.dumps(owners, option=orjson.OPT_INDENT_2))
     sections = [(title, {k: results[k] for k in owners[title] if k in results})
                 for _, title in SUITES if title in owners]
