@@ -226,6 +226,88 @@ static void recall_floor_take(sqlite3_context *ctx, int argc, sqlite3_value **ar
   sqlite3_result_blob(ctx, out, n * 16, sqlite3_free);
 }
 
+/* recall_top(fts, k): the MATCH query's best k hits, walked in one call. On the query's first
+ * row (the statement asks for one: LIMIT 1) it runs xQueryPhrase over phrase 0 — every row the
+ * query matches, since ours are single phrases — and keeps the best k keys in a heap straight
+ * from FTS5's iterator: no VDBE row, sorter row or result row per hit. The result is the same
+ * blob as recall_floor_take's. */
+typedef struct {
+  int size, used, rc;
+  Entry *heap;
+} Top;
+
+static int top_visit(const Fts5ExtensionApi *api, Fts5Context *fts, void *user) {
+  Top *top = (Top *)user;
+  Entry e;
+  int count = 0, rc = count_matches(api, fts, &count);
+  if (rc != SQLITE_OK) return rc;
+  e.rowid = api->xRowid(fts);
+  e.score = (sqlite3_int64)count * (LENGTH_MASK + 1) + (LENGTH_MASK - (e.rowid & LENGTH_MASK));
+  if (top->used < top->size) {
+    int i = top->used++, parent;
+    while (i > 0 && top->heap[parent = (i - 1) / 2].score > e.score) {
+      top->heap[i] = top->heap[parent];
+      i = parent;
+    }
+    top->heap[i] = e;
+  } else if (e.score > top->heap[0].score) {
+    top->heap[0] = e;
+    floor_sift_down(top->heap, top->used, 0);
+  }
+  return SQLITE_OK;
+}
+
+static void recall_top(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_context *ctx,
+                       int argc, sqlite3_value **argv) {
+  Top top;
+  sqlite3_int64 size;
+  unsigned char *out;
+  int rc, i;
+  if (argc != 1) {
+    sqlite3_result_error(ctx, "recall_top(fts, k) takes one argument after the table", -1);
+    return;
+  }
+  if (api->xPhraseCount(fts) != 1) {
+    sqlite3_result_error(ctx, "recall_top: the query must be one phrase", -1);
+    return;
+  }
+  size = sqlite3_value_int64(argv[0]);
+  if (size < 1 || size > MAX_FLOOR) {
+    sqlite3_result_error(ctx, "recall_top: k out of range", -1);
+    return;
+  }
+  top.size = (int)size;
+  top.used = 0;
+  top.heap = (Entry *)sqlite3_malloc64((sqlite3_uint64)size * sizeof(Entry));
+  out = (unsigned char *)sqlite3_malloc64((sqlite3_uint64)size * 16 + 1);
+  if (top.heap == 0 || out == 0) {
+    sqlite3_free(top.heap);
+    sqlite3_free(out);
+    sqlite3_result_error_nomem(ctx);
+    return;
+  }
+  rc = api->xQueryPhrase(fts, 0, &top, top_visit);
+  if (rc != SQLITE_OK) {
+    sqlite3_free(top.heap);
+    sqlite3_free(out);
+    sqlite3_result_error_code(ctx, rc);
+    return;
+  }
+  /* Pop the worst key each time and fill from the end: best first. */
+  for (i = top.used - 1; i >= 0; i--) {
+    Entry worst = top.heap[0];
+    int b, n = i;
+    top.heap[0] = top.heap[n];
+    if (n > 0) floor_sift_down(top.heap, n, 0);
+    for (b = 0; b < 8; b++) {
+      out[16 * i + b] = (unsigned char)((sqlite3_uint64)worst.score >> (8 * b));
+      out[16 * i + 8 + b] = (unsigned char)((sqlite3_uint64)worst.rowid >> (8 * b));
+    }
+  }
+  sqlite3_free(top.heap);
+  sqlite3_result_blob(ctx, out, (int)(16 * (sqlite3_int64)top.used), sqlite3_free);
+}
+
 #ifdef _WIN32
 __declspec(dllexport)
 #endif
@@ -244,6 +326,8 @@ int sqlite3_matchcount_init(sqlite3 *db, char **error, const sqlite3_api_routine
   if (rc != SQLITE_OK) return rc;
   if (fts == 0 || fts->iVersion < 2) return SQLITE_ERROR;
   rc = fts->xCreateFunction(fts, "recall_matches", 0, recall_matches, 0);
+  if (rc != SQLITE_OK) return rc;
+  rc = fts->xCreateFunction(fts, "recall_top", 0, recall_top, 0);
   if (rc != SQLITE_OK) return rc;
   slot = (Slot *)sqlite3_malloc(sizeof(Slot));
   if (slot == 0) return SQLITE_NOMEM;

@@ -1,5 +1,8 @@
 """Storage and read side: the PROTOCOL §3.6 match count as an FTS5 auxiliary function, `recall_matches`,
-and `recall_floor`, the filter that keeps a floor pass's sort bounded (indexer/search.py).
+and the two ways a floor pass (indexer/search.py) keeps a shard's best k hits without sorting
+them all: `recall_floor` + `recall_floor_take` (a heap filled as the query walks its hits) and
+`recall_top` (one call that walks the hits itself through xQueryPhrase: no per-hit VDBE row, but
+a second lookup of the phrase, so it pays off only for many hits).
 
 The count is the number of spans highlight() marks: the row's phrase instances in position
 order, overlapping ones merged the way FTS5's highlight() merges them (an instance that starts at
@@ -23,6 +26,7 @@ from indexer.schema import LENGTH_MASK
 
 FUNCTION = "recall_matches"
 FLOOR_FUNCTION = "recall_floor"
+TOP_FUNCTION = "recall_top"
 #: The largest k a floor pass may ask for (the compiled function's bound too).
 MAX_FLOOR = 1 << 22
 _ENTRY_POINT = "sqlite3_matchcount_init"
@@ -90,6 +94,29 @@ class PythonFloor:
                                                    for v in (score, rowid)))
 
 
+def python_top(api: apsw.FTS5ExtensionApi, size: int) -> bytes:
+    """`recall_top(fts, k)` in Python: the MATCH query's best k hits, walked in one call through
+    `query_phrase` (the query is one phrase), packed like `PythonFloor.take`."""
+    if api.phrase_count != 1:
+        raise ValueError("recall_top: the query must be one phrase")
+    if not 1 <= size <= MAX_FLOOR:
+        raise ValueError("recall_top: k out of range")
+    heap: list[tuple[int, int]] = []
+
+    def visit(row: apsw.FTS5ExtensionApi, _: object) -> None:
+        rowid = row.rowid
+        entry = (python_matches(row) * (LENGTH_MASK + 1) + (LENGTH_MASK - (rowid & LENGTH_MASK)),
+                 rowid)
+        if len(heap) < size:
+            heapq.heappush(heap, entry)
+        elif entry[0] > heap[0][0]:
+            heapq.heapreplace(heap, entry)
+
+    api.query_phrase(0, visit, None)
+    best = sorted(heap, key=lambda e: -e[0])
+    return struct.pack(f"<{2 * len(best)}q", *(v for entry in best for v in entry))
+
+
 def compiled_path() -> str | None:
     """The built extension module holding the compiled function, if the build made one."""
     spec = importlib.util.find_spec("indexer._matchcount")
@@ -100,8 +127,8 @@ _COMPILED = compiled_path()
 
 
 def register(conn: apsw.Connection, *, compiled: bool = True) -> str:
-    """Make `recall_matches(fts)` and `recall_floor(fts, k)` available on `conn`; returns which
-    implementation they are."""
+    """Make `recall_matches(fts)`, `recall_floor(fts, k, token)`, `recall_floor_take(token, n)`
+    and `recall_top(fts, k)` available on `conn`; returns which implementation they are."""
     if compiled and _COMPILED is not None:
         conn.enable_load_extension(True)
         try:
@@ -112,6 +139,7 @@ def register(conn: apsw.Connection, *, compiled: bool = True) -> str:
         finally:
             conn.enable_load_extension(False)
     conn.register_fts5_function(FUNCTION, python_matches)  # type: ignore[arg-type]
+    conn.register_fts5_function(TOP_FUNCTION, python_top)  # type: ignore[arg-type]
     slot = PythonFloor()
     conn.register_fts5_function(FLOOR_FUNCTION, slot.floor)  # type: ignore[arg-type]
     conn.create_scalar_function(FLOOR_FUNCTION + "_take", slot.take, 2)  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import indexer.search
+import indexer.service
 from indexer import IndexConfig, QueryService, ShardSet
 from indexer.matchcount import compiled_path, register
 from indexer.ranking import (
@@ -51,11 +52,13 @@ def _write(shards: ShardSet, corpus: list[list[tuple[bool, str, int]]]) -> None:
                                                                  HealthCheck.function_scoped_fixture])
 @given(corpus=_corpus, query=st.sampled_from(QUERIES), limit=st.integers(1, 4),
        floor=st.sampled_from([1, 2, 64]), shards_n=st.sampled_from([1, 3]),
-       filtered=st.booleans())
+       filtered=st.booleans(), walk=st.booleans())
 def test_bounded_search_equals_the_brute_force_reference(
         monkeypatch: pytest.MonkeyPatch, corpus: Any, query: str, limit: int, floor: int,
-        shards_n: int, filtered: bool) -> None:
-    # A tiny floor pass forces the boundary, growth and whole-result paths on small corpora.
+        shards_n: int, filtered: bool, walk: bool) -> None:
+    # A tiny floor pass forces the boundary, growth and whole-result paths on small corpora;
+    # `walk`: the shards after the first take their floor from recall_top.
+    monkeypatch.setattr(indexer.service, "WALK_AFTER_S", 0.0 if walk else 1e9)
     monkeypatch.setattr(indexer.search, "FLOOR_MIN", floor)
     monkeypatch.setattr(indexer.search, "FLOOR_FACTOR", 1 if floor < 64 else 4)
     monkeypatch.setattr(indexer.search, "FILTERED_FACTOR", 1 if floor < 64 else 16)
@@ -105,19 +108,32 @@ def test_compiled_and_python_match_counts_equal_highlight_spans(texts: list[str]
     assert all(m == h for _, m, h in got_compiled)
 
 
+def _unpack(packed: bytes) -> list[tuple[int, int]]:
+    """(count desc, length key asc) keys of a packed floor answer (score, document id)."""
+    values = struct.unpack(f"<{len(packed) // 8}q", packed)
+    pairs = list(zip(values[0::2], values[1::2], strict=True))
+    assert all(score & LENGTH_MASK == LENGTH_MASK - (d & LENGTH_MASK) for score, d in pairs)
+    return [(-(score >> LENGTH_BITS), d & LENGTH_MASK) for score, d in pairs]
+
+
 def _floors(conn: Any, docs: list[tuple[int, str]], query: str,
             size: int) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
-    """(count desc, length key asc) keys of a floor pass and of ORDER BY ... LIMIT `size`."""
+    """(count desc, length key asc) keys of a floor pass (recall_floor, checked equal to
+    recall_top's) and of ORDER BY ... LIMIT `size`."""
     conn.execute("DROP TABLE IF EXISTS t")
     conn.execute("CREATE VIRTUAL TABLE t USING fts5(text, content='')")
     conn.executemany("INSERT INTO t(rowid, text) VALUES (?, ?)", docs)
     packed = conn.execute("SELECT recall_floor_take(?3, n) FROM (SELECT count(*) AS n FROM t"
                           " WHERE t MATCH ?1 AND recall_floor(t, ?2, ?3))",
                           (query, size, 7)).fetchone()[0]
-    values = struct.unpack(f"<{len(packed) // 8}q", packed)
-    pairs = list(zip(values[0::2], values[1::2], strict=True))
-    assert all(score & LENGTH_MASK == LENGTH_MASK - (d & LENGTH_MASK) for score, d in pairs)
-    got = [(-(score >> LENGTH_BITS), d & LENGTH_MASK) for score, d in pairs]
+    got = _unpack(packed)
+    top_sql = "SELECT recall_top(t, ?2) FROM t WHERE t MATCH ?1 LIMIT 1"
+    if query.startswith('"') or " " not in query:  # one phrase, as search's queries are
+        top = conn.execute(top_sql, (query, size)).fetchone()
+        assert _unpack(b"" if top is None else top[0]) == got
+    elif got:
+        with pytest.raises((apsw.SQLError, ValueError), match="one phrase"):
+            conn.execute(top_sql, (query, size)).fetchone()
     want = [(-int(m), int(d) & LENGTH_MASK) for d, m in conn.execute(
         f"SELECT rowid, recall_matches(t) AS m FROM t WHERE t MATCH ?"
         f" ORDER BY m DESC, rowid & {LENGTH_MASK} LIMIT ?", (query, size))]
@@ -132,9 +148,9 @@ def _floors(conn: Any, docs: list[tuple[int, str]], query: str,
        st.booleans())
 def test_floor_pass_keeps_the_keys_of_the_sorted_top(docs: list[tuple[int, str]], query: str,
                                                     size: int, compiled: bool) -> None:
-    """recall_floor/recall_floor_take (compiled and Python) return the same keys, best first,
-    as ORDER BY count DESC, length key LIMIT k; with no hit, nothing (also right after a pass
-    that had hits on the same connection)."""
+    """recall_floor/recall_floor_take and recall_top (compiled and Python) return the same
+    keys, best first, as ORDER BY count DESC, length key LIMIT k; with no hit, nothing (also
+    right after a pass that had hits on the same connection)."""
     if compiled and compiled_path() is None:
         return
     conn = apsw.Connection(":memory:")
