@@ -29,8 +29,11 @@ from indexer.shard import Shard
 from projections.titles import CLAUDE_AGENT, agent_of
 
 #: What one shard says about each of its sessions (a listing row).
-_ROW = ("SELECT s.header, s.last_event_time, s.agent, s.title, s.prompt, s.event_count,"
-        " s.first_event_time FROM sessions s WHERE s.header IS NOT NULL")
+#: The columns of a listing row over a session row `s`, in `row_of`'s order (search reads them
+#: with its hits: indexer/search.py).
+ROW_COLUMNS = ("s.header, s.last_event_time, s.agent, s.title, s.prompt, s.event_count,"
+               " s.first_event_time")
+_ROW = f"SELECT {ROW_COLUMNS} FROM sessions s WHERE s.header IS NOT NULL"
 
 Row = dict[str, Any]
 #: Leaf keys → `[[key, sessionId, seq], …]` of the sessions holding them, over every shard.
@@ -40,9 +43,14 @@ Lookup = Callable[[list[int]], Sequence[Sequence[Sequence[Any]]]]
 def shard_rows(conn: Conn, where: str = "", params: Sequence[Any] = ()) -> list[Row]:
     """Listing rows of one shard's sessions (optionally filtered by SQL over `s`)."""
     sql = _ROW + (f" AND {where}" if where else "")
-    return [{"header": orjson.loads(h), "lastEventTime": t, "agent": a, "title": title,
-             "prompt": prompt, "eventCount": n, "firstEventTime": first}
-            for h, t, a, title, prompt, n, first in conn.execute(sql, list(params))]
+    return [row_of(values) for values in conn.execute(sql, list(params))]
+
+
+def row_of(values: Sequence[Any]) -> Row:
+    """The listing row of ROW_COLUMNS' values."""
+    h, t, a, title, prompt, n, first = values
+    return {"header": orjson.loads(h), "lastEventTime": t, "agent": a, "title": title,
+            "prompt": prompt, "eventCount": n, "firstEventTime": first}
 
 
 def rows_by_id(conn: Conn, ids: Iterable[str]) -> dict[str, Row]:

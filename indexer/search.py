@@ -35,10 +35,10 @@ from typing import Any
 
 import orjson
 
-from indexer.blocks import read_raws
+from indexer.blocks import decode_block, read_raws
 from indexer.database import Conn
 from indexer.filters import compile_clauses, validate_filters
-from indexer.listing import rows_by_id
+from indexer.listing import ROW_COLUMNS, row_of, rows_by_id
 from indexer.normalize import fts_phrase
 from indexer.ranking import (
     EVENT_ORDER,
@@ -49,10 +49,13 @@ from indexer.ranking import (
     rank,
 )
 from indexer.schema import (
+    BLOCK_BITS,
+    BLOCK_EVENTS,
     CJK,
     EVENT_JOINS,
     LENGTH_BITS,
     SEQ,
+    SEQ_BITS,
     SURFACE,
     SURFACE_NAMES,
     TYPE,
@@ -73,6 +76,14 @@ FILTERED_FACTOR = 16
 #: The columns every candidate query selects, over aliases e (events), x (extents), s (sessions),
 #: t (types).
 _COLUMNS = f"e.id, s.id, {SEQ}, t.name, e.time, {SURFACE}, e.len, s.no"
+#: What a page row needs besides: its session's listing row and its event's compressed block.
+#: Read with the hits they belong to, they cost no statements of their own per shard.
+_PAGE_COLUMNS = (f"{ROW_COLUMNS}, (SELECT data FROM blocks"
+                 f" WHERE id = (s.no << {SEQ_BITS - BLOCK_BITS}) | ({SEQ} >> {BLOCK_BITS}))")
+#: (SQLite's << >> & | share one precedence, left to right: hence the parentheses.)
+#: The candidate key holding those values until the page is made (`make_snippets`,
+#: `attach_headers`; `drop_page_data`): never part of an answer.
+PAGE_DATA = "_page"
 _TYPES = f" JOIN types t ON t.code = {TYPE}"
 _JOINS = EVENT_JOINS + _TYPES
 
@@ -143,14 +154,23 @@ def floor_size(plan: Mapping[str, Any]) -> int:
     return size * FILTERED_FACTOR if plan["sessionFilters"] or plan["eventFilters"] else size
 
 
-def _join(conn: Conn, rows: list[tuple[int, int]], where: str,
-          params: list[Any]) -> list[Candidate]:
-    """Candidates for floor rows (score, document id) that pass the filters."""
+def _join(conn: Conn, rows: list[tuple[int, int]], where: str, params: list[Any],
+          page: bool) -> list[Candidate]:
+    """Candidates for floor rows (score, document id) that pass the filters; `page`: with
+    their PAGE_DATA."""
     ids = {d >> LENGTH_BITS: score >> LENGTH_BITS for score, d in rows}
-    found = conn.execute(f"SELECT {_COLUMNS} FROM events e{_JOINS}"
+    columns = f"{_COLUMNS}, {_PAGE_COLUMNS}" if page else _COLUMNS
+    found = conn.execute(f"SELECT {columns} FROM events e{_JOINS}"
                          f" WHERE e.id IN (SELECT value FROM json_each(?)) AND {where}",
                          [orjson.dumps(list(ids)), *params])
-    return [_candidate(r, ids[int(r[0])]) for r in found]
+    if not page:
+        return [_candidate(r, ids[int(r[0])]) for r in found]
+    out = []
+    for r in found:
+        c = _candidate(r, ids[int(r[0])])
+        c[PAGE_DATA] = r[8:]
+        out.append(c)
+    return out
 
 
 def _score(row: tuple[int, int]) -> int:
@@ -174,6 +194,7 @@ def bounded_top(conns: Sequence[Conn], floors: Sequence[Floor],
     rows, whichever shards they are in. The merge is lazy: only the rows joined are touched."""
     where, params = _where(plan)
     fetch = int(plan["fetch"])
+    page = not plan.get("snippets", True)  # the caller makes the page's snippets and headers
     cut = max((f.rows[-1][0] for f in floors if not f.complete), default=None)
     streams = [_tagged(k, f.rows if cut is None
                        else f.rows[:bisect.bisect_left(f.rows, -cut, key=_score)])
@@ -192,7 +213,7 @@ def bounded_top(conns: Sequence[Conn], floors: Sequence[Floor],
         for score, k, d in chunk:
             by_shard.setdefault(k, []).append((score, d))
         for k, rows in by_shard.items():
-            found.extend(_join(conns[k], rows, where, params))
+            found.extend(_join(conns[k], rows, where, params, page))
         joined += len(chunk)
         ranked = best_per_session(found) if plan["scope"] == "sessions" else found
         if len(ranked) >= fetch or (pending is None and cut is None):
@@ -308,9 +329,15 @@ def make_snippets(parts: list[tuple[Conn, str, list[Candidate]]],
     todo: list[Candidate] = []
     for conn, epoch, candidates in parts:
         mine = [c for c in candidates if "snippet" not in c]
-        raws = read_raws(conn, epoch, {(int(c["sessionNo"]), int(c["seq"])) for c in mine})
+        raws = read_raws(conn, epoch, {(int(c["sessionNo"]), int(c["seq"])) for c in mine
+                                       if PAGE_DATA not in c})
         for c in mine:
-            texts[len(todo)] = text_of(raws[(int(c["sessionNo"]), int(c["seq"]))])
+            if PAGE_DATA in c:
+                block = decode_block(conn, epoch, bytes(c[PAGE_DATA][-1]))
+                raw = block[int(c["seq"]) & (BLOCK_EVENTS - 1)]
+            else:
+                raw = raws[(int(c["sessionNo"]), int(c["seq"]))]
+            texts[len(todo)] = text_of(raw)
             todo.append(c)
     if not todo:
         return
@@ -327,10 +354,19 @@ def make_snippets(parts: list[tuple[Conn, str, list[Candidate]]],
 def attach_headers(conn: Conn, candidates: list[Candidate]) -> None:
     """Fill in `header`, `lastEventTime` and the rest of the listing row (title, prompt,
     agent, counts; indexer/listing.py) of session hits found on this shard."""
+    for c in candidates:
+        if "header" not in c and PAGE_DATA in c:
+            c.update(row_of(c[PAGE_DATA][:-1]))
     rows = rows_by_id(conn, (c["sessionId"] for c in candidates if "header" not in c))
     for c in candidates:
         if "header" not in c:
             c.update(rows[c["sessionId"]])
+
+
+def drop_page_data(candidates: Iterable[Candidate]) -> None:
+    """Forget what `bounded_top` read for the page (a candidate's answer fields stay)."""
+    for c in candidates:
+        c.pop(PAGE_DATA, None)
 
 
 def search_shard(conn: Conn, epoch: str, plan: dict[str, Any]) -> list[Candidate]:

@@ -34,6 +34,7 @@ from indexer.search import (
     attach_headers,
     bounded_top,
     choose_index,
+    drop_page_data,
     floor_pass,
     floor_size,
     make_snippets,
@@ -240,6 +241,7 @@ class QueryService(SessionReads):
             if scope == "sessions":
                 for index, found in by_shard.items():
                     attach_headers(conns[index], found)
+            drop_page_data(page)
         next_cursor = None
         if len(rows) > req["limit"]:
             next_cursor = encode_cursor(
