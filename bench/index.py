@@ -41,6 +41,10 @@ Metrics (one run; the baselines are measured in the same run on the same machine
   `search_p50_ms_1m`, `search_p99_ms_1m`, `rg_p50_ms_1m`, `speedup_vs_ripgrep_1m` their spread
   (`search_runs_1m` runs). `RECALL_BENCH_SEARCH_ONLY=1 python -m bench index` measures only
   these (and the cold figure) on a data dir built the same way and kept between runs.
+- `search_cpu_p50_ms_*` / `rg_cpu_p50_ms_*`: median CPU time (user + system) per query of the
+  same runs — search's process time, rg's child-process rusage (both of rg's threads). The
+  machine's other load slows the wall figures by up to 3x (rg 72–255 ms on the same files in
+  one afternoon) but moves CPU time much less, so these two say how the work compares.
 - `rg_p50_ms_*`: baseline. `rg -c -F -i QUERY <corpus JSONL>` (ripgrep 14.1, default threads),
   which answers "which sessions mention it" from the same files. `speedup_vs_ripgrep_*` =
   median rg time ÷ median search time over the same 90 queries (goal ≥ 15× at 1M, issue 16;
@@ -57,6 +61,7 @@ from __future__ import annotations
 
 import gc
 import os
+import resource
 import sys
 import time
 from collections.abc import Sequence
@@ -189,12 +194,16 @@ def measure_search(recall: Recall, queries: list[tuple[str, str]]
     picked on the large corpus, so a few may be absent from the small part)."""
     recall.search_sessions(queries[0][1])  # warm-up (statement cache, page cache)
     times: dict[str, list[float]] = {c: [] for c in CLASSES}
+    cpu: list[float] = []
     empty = 0
     for cls, q in queries:
+        cpu_start = time.process_time()
         start = time.perf_counter()
         page = recall.search_sessions(q)
         times[cls].append(time.perf_counter() - start)
+        cpu.append(time.process_time() - cpu_start)
         empty += not page["items"]
+    times["cpu"] = cpu
     return times, empty
 
 
@@ -202,10 +211,19 @@ def measure_rg(paths: Sequence[Path], queries: list[tuple[str, str]]) -> dict[st
     rg = rg_binary()
     rg_time(rg, queries[0][1], paths)  # warm-up
     times: dict[str, list[float]] = {c: [] for c in CLASSES}
+    cpu: list[float] = []
     for cls, q in queries:
+        before = _children_cpu()
         elapsed, _ = rg_time(rg, q, paths)
+        cpu.append(_children_cpu() - before)
         times[cls].append(elapsed)
+    times["cpu"] = cpu
     return times
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def search_metrics(name: str, search: dict[str, list[float]], rg: dict[str, list[float]],
@@ -216,6 +234,10 @@ def search_metrics(name: str, search: dict[str, list[float]], rg: dict[str, list
     out[f"search_p99_ms_{name}"] = ms(percentile(every, 99))
     out[f"rg_p50_ms_{name}"] = ms(median(every_rg))
     out[f"speedup_vs_ripgrep_{name}"] = round(median(every_rg) / median(every), 1)
+    if "cpu" in search and "cpu" in rg:
+        # CPU time (user + system) per query: what the machine's load does not change much.
+        out[f"search_cpu_p50_ms_{name}"] = ms(median(search["cpu"]))
+        out[f"rg_cpu_p50_ms_{name}"] = ms(median(rg["cpu"]))
     for cls in CLASSES:
         out[f"search_p50_ms_{cls}_{name}"] = ms(median(search[cls]))
         out[f"search_max_ms_{cls}_{name}"] = ms(max(search[cls]))
