@@ -11,7 +11,7 @@ export RECALL_TEST_BROKER
 
 .PHONY: setup demo test lint unit bench chaos fuzz lowest clean
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml indexer/_matchcount.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test,bench,mcp,ui]'

@@ -311,7 +311,7 @@ static void recall_top(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_co
 #ifdef _WIN32
 __declspec(dllexport)
 #endif
-int sqlite3_matchcount_init(sqlite3 *db, char **error, const sqlite3_api_routines *routines) {
+int sqlite3_matchcount_v2_init(sqlite3 *db, char **error, const sqlite3_api_routines *routines) {
   fts5_api *fts = 0;
   sqlite3_stmt *stmt = 0;
   Slot *slot;

@@ -29,7 +29,9 @@ FLOOR_FUNCTION = "recall_floor"
 TOP_FUNCTION = "recall_top"
 #: The largest k a floor pass may ask for (the compiled function's bound too).
 MAX_FLOOR = 1 << 22
-_ENTRY_POINT = "sqlite3_matchcount_init"
+#: Versioned: a module built from an older _matchcount.c (without recall_floor/recall_top) has no
+#: such entry point, so it is refused and the Python functions are used instead of half of them.
+_ENTRY_POINT = "sqlite3_matchcount_v2_init"
 
 
 def count_spans(instances: Sequence[tuple[int, int]]) -> int:
