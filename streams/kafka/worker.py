@@ -76,6 +76,8 @@ def run_worker(settings: Settings, roles: Sequence[str], *, loglevel: str = "war
 
     def changed(old: Lineup, new: Lineup) -> None:
         def apply() -> None:
+            log.info("lineup changed: live %s -> %s, building %s", old.live, new.live,
+                     new.building)
             if "fold" in wanted and new.live != old.live:
                 spec = fold(new.live)
                 supervisor.replace("fold", spec.command, spec.handoff)
