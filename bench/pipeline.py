@@ -103,6 +103,9 @@ CHANGELOG_SIZES = (1_000, 50_000)
 IDLE_S = 10.0
 IDLE_SETTLE_S = 20.0
 IDLE_WINDOWS = 3
+#: The client's request timeout: a digest of the whole corpus (~1.4 s per 50k events on a quiet
+#: machine, several times that with the other sessions' load) outgrew the default 30 s.
+REQUEST_TIMEOUT_S = 180.0
 #: Seconds any wait for the pipeline may take before the suite fails (with the worker's log).
 WAIT_TIMEOUT_S = 600.0
 
@@ -323,6 +326,7 @@ class Suite:
         return Settings(broker=self.broker.url, topic_prefix=prefix, shards=SHARDS,
                         session_timeout_s=self.broker.session_timeout_s,
                         heartbeat_s=self.broker.heartbeat_s, data_dir=data_dir,
+                        request_timeout_s=REQUEST_TIMEOUT_S,
                         broker_flavor=self.broker.flavor)  # type: ignore[arg-type]
 
     def worker(self, prefix: str, data_dir: Path) -> WorkerProcess:

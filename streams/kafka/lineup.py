@@ -196,7 +196,8 @@ class LineupFollower:
             async for latest in lineups:
                 if latest is None:
                     continue
-                if (latest.live, latest.building) != (self.lineup.live, self.lineup.building):
+                if (latest.live, latest.building, latest.folded) != (
+                        self.lineup.live, self.lineup.building, self.lineup.folded):
                     old, self.lineup = self.lineup, latest
                     self.on_change(old, latest)
                 self.lineup = latest
