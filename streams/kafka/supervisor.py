@@ -12,6 +12,9 @@ supervisor only starts, watches, replaces and stops them:
 - `replace(role, command, handoff)` runs the role as `command` from now on (the standby gets
   `handoff`, or `command` is started), and only then stops the old process (SIGTERM): two
   processes of a role may overlap while the old one winds down;
+- `start_next(role, command, handoff)` runs a role's next process beside it (by the standby,
+  kept running like a role; a later `replace(role, command)` makes it the role's process,
+  `drop_next(role)` stops it): the fold of the generation a reindex is building;
 - `notify(roles)` sends SIGUSR1 to those roles' processes (a role handles it once it called
   `ready_for_notices`; until then it stays pending);
 - SIGTERM/SIGINT stop every process (SIGTERM, then SIGKILL after `STOP_GRACE_S`) and then the
