@@ -46,7 +46,10 @@ N = 200,000 events (+800 headers), native JSONL, ~60 MB.
 8. `reindex_events_per_s`: `Recall.reindex()` timed from the call to its reply (fold of all of
    `<A>.events` (exactly the corpus: steps 6 and 7 come after the jobs) by the job, the index
    role's build of generation 2, the swap, the digest).
-   `reindex_build_s` is the part before the swap. `generation_switch_s` on its own: a watcher
+   `reindex_build_s` is the part before the swap. Both jobs' replies carry the new
+   generation's `recall index digest` (it re-folds every session from the stored events:
+   verification, not indexing), so both rates include one; `index_digest_s` is the time of
+   the same digest asked once just before the reindex (the embedded baseline has none). `generation_switch_s` on its own: a watcher
    tails `<p>.control`; when the lineup names the new generation live it produces one new
    session (header + one event with a unique word) and polls until the query role answers
    from the new generation AND finds that event (so the fold role's restart into the new
@@ -495,7 +498,9 @@ class Suite:
         return out
 
     def _jobs(self, recall: Recall, settings: Settings, worker: WorkerProcess) -> dict[str, Any]:
+        start = time.perf_counter()
         before = recall.index_digest()
+        digest_s = time.perf_counter() - start
         switch = _SwitchWatch(self.broker.bootstrap, settings, target=2)
         switch.start()
         start = time.perf_counter()
@@ -522,6 +527,7 @@ class Suite:
             "generation_switch_s": round(switch.elapsed, 2),
             "replay_events_per_s": round(events / replay_s),
             "replay_s": round(replay_s, 2),
+            "index_digest_s": round(digest_s, 2),
         }
 
     # 10. one event per record ----------------------------------------------------------------

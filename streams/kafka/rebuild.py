@@ -213,7 +213,7 @@ async def log_ends(consumer: AIOKafkaConsumer, tps: list[TopicPartition]) -> dic
 
 
 async def wait_caught_up(bootstrap: str, group: str, topic: str, partitions: int,
-                         progress: Progress | None = None, *, poll_s: float = 0.5,
+                         progress: Progress | None = None, *, poll_s: float = 0.2,
                          what: str = "", stall_s: float = 120.0) -> int:
     """Until `group` has committed `topic`'s end offsets as of the call; returns the records
     it consumed. Raises JobStalled after `stall_s` without progress. One consumer (outside
