@@ -29,7 +29,7 @@ from streams.kafka.fleet import ensure_fleet_topics, fleet_cursor_key
 from streams.kafka.membership import instance_id
 from streams.kafka.partitions import PartitionLoop
 from streams.kafka.query import answer_shard_request
-from streams.kafka.rpc import failure_reply, parse_reply_to
+from streams.kafka.rpc import FirstSight, failure_reply, parse_reply_to
 from streams.settings import Settings
 from streams.topics import Topics, bootstrap_servers, ensure_topics
 
@@ -100,6 +100,7 @@ class DocumentIndexer:
         self.bootstrap = bootstrap
         self.shard_topic = self.topics.shard_requests
         self.query: QueryService | None = None
+        self._taken = FirstSight()
         self.loop = PartitionLoop(self.consumer, self, compacted=True)
 
     @classmethod
@@ -177,8 +178,8 @@ class DocumentIndexer:
         except RecallError as exc:
             log.warning("unreadable shard request ignored: %s", exc)
             return
-        if time.time() * 1000 > request.deadline_ms:
-            return  # the coordinator has given up on it already
+        if time.time() * 1000 > request.deadline_ms or not self._taken.first(request.id):
+            return  # the coordinator has given up on it, or this is a copy of one answered
         assert self.query is not None
         try:
             reply = ok_reply(request.id, answer_shard_request(self.shards, self.query, request.op,

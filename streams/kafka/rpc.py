@@ -13,6 +13,7 @@ import contextlib
 import random
 import time
 import uuid
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -122,11 +123,11 @@ class Requester:
     async def request_retrying(self, topic: str, op: str, args: dict[str, Any], *,
                                deadline: float, hop_s: float = HOP_S,
                                partition: int | None = None, key: bytes | None = None) -> Any:
-        """`request`, sent again (new id) when a hop gets no reply: a consumer that was being
-        rebalanced skips what arrived meanwhile. Only for idempotent operations. Every attempt
-        carries the call's deadline and the first reply to any of them answers, so a slow
-        operation (a digest of a large index) is not cut off at a hop; hops double so that a
-        slow one is not queued again and again."""
+        """`request`, sent again when a hop gets no reply: a consumer that was being rebalanced
+        skips what arrived meanwhile. Only for idempotent operations. Every attempt is the same
+        request (its id and the call's deadline): the first reply answers, a worker that already
+        took it skips the copy (`FirstSight`), so a slow operation (a digest of a large index)
+        is neither cut off at a hop nor computed again; hops double."""
         return await self._attempts(topic, op, args, deadline=deadline, hop_s=hop_s,
                                     partition=partition, key=key)
 
@@ -134,19 +135,16 @@ class Requester:
                         hop_s: float | None, partition: int | None, key: bytes | None) -> Any:
         assert self.producer is not None
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        sent: list[str] = []
+        request_id = uuid.uuid4().hex
+        self._pending[request_id] = future
+        request = encode_request(Request(id=request_id, op=op, args=args,
+                                         replyTo=f"{self.replies_topic}:{self.partition}",
+                                         deadlineMs=int(deadline * 1000)))
         try:
             while True:
-                request_id = uuid.uuid4().hex
-                sent.append(request_id)
-                self._pending[request_id] = future
-                request = Request(id=request_id, op=op, args=args,
-                                  replyTo=f"{self.replies_topic}:{self.partition}",
-                                  deadlineMs=int(deadline * 1000))
                 if self._consumer is not None:
                     seam.wake(self._consumer)
-                await self.producer.send_and_wait(topic, encode_request(request), key=key,
-                                                  partition=partition)
+                await self.producer.send_and_wait(topic, request, key=key, partition=partition)
                 remaining = deadline - time.time()
                 if remaining <= 0:
                     raise RequestTimeout(f"{op}: the deadline passed before the request was "
@@ -162,7 +160,25 @@ class Requester:
                         ) from None
                     hop_s *= 2
         finally:
-            for request_id in sent:
-                self._pending.pop(request_id, None)
+            self._pending.pop(request_id, None)
             if not future.done():
                 future.cancel()
+
+
+class FirstSight:
+    """Request ids a worker has taken (the latest `KEEP`): a copy of one (a requester's next
+    attempt) is skipped, its answer is on its way or sent."""
+
+    KEEP = 10_000
+
+    def __init__(self) -> None:
+        self._seen: OrderedDict[str, None] = OrderedDict()
+
+    def first(self, request_id: str) -> bool:
+        """True the first time `request_id` is seen."""
+        if request_id in self._seen:
+            return False
+        self._seen[request_id] = None
+        if len(self._seen) > self.KEEP:
+            self._seen.popitem(last=False)
+        return True
