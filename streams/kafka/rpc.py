@@ -29,7 +29,8 @@ TIMEOUT = "RECALL_REQUEST_TIMEOUT"
 #: request wakes the consumer first (streams.kafka.seam.wake: short waits while replies are
 #: due). tansu answers a long poll already sent only after it (docs/ENGINE-NOTES.md).
 FETCH_WAIT_MS = 500
-#: How long one attempt of a retried request waits before it is sent again.
+#: How long the first attempt of a retried request waits before it is sent again (each next
+#: attempt twice as long).
 HOP_S = 4.0
 
 
