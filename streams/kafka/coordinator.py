@@ -27,7 +27,7 @@ from streams.codec import (
 from streams.kafka.fleet import fleet_cursor_key
 from streams.kafka.membership import instance_id
 from streams.kafka.query import CoordinatorBackend, RemoteQuery, run_sync
-from streams.kafka.rpc import TIMEOUT, Requester, failure_reply, parse_reply_to
+from streams.kafka.rpc import TIMEOUT, FirstSight, Requester, failure_reply, parse_reply_to
 from streams.operations import dispatch
 from streams.reference import number_events
 from streams.settings import Settings
@@ -52,6 +52,7 @@ class QueryCoordinator:
         self.loop: asyncio.AbstractEventLoop | None = None
         self.remote: RemoteQuery | None = None
         self._slots = asyncio.Semaphore(CONCURRENCY)
+        self._taken = FirstSight()
         self._local = threading.local()  # each request's deadline, per handling thread
 
     def switch(self, generation: int) -> None:
@@ -104,6 +105,8 @@ class QueryCoordinator:
             except RecallError as exc:
                 log.warning("unreadable request parked: %s", exc)
                 return
+            if not self._taken.first(request.id):
+                return  # a requester's next attempt of a request this worker took
             reply = await self._answer(request)
             topic, partition = parse_reply_to(request.reply_to)
             assert self.producer is not None

@@ -93,11 +93,15 @@ class Lineup:
     """The fleet's index generations: `live` serves queries; `building` is being built by a
     reindex (index workers consume its documents topic too); `replaying` marks a live
     generation that a replay is still rebuilding; `retired` maps old generations to when they
-    stopped serving (their topics and shard files are deleted after the retention window)."""
+    stopped serving (their topics and shard files are deleted after the retention window).
+    `folded`: the reindex job has folded `building` up to the log's end, and the workers' fold
+    processors continue it from there (beside the live one), so that the swap finds it
+    running."""
 
     live: int = 1
     building: int | None = None
     replaying: bool = False
+    folded: bool = False
     retired: tuple[tuple[int, int], ...] = ()
     #: The lease of the running reindex/replay job: (job id, kind, valid until ms), or None.
     job: tuple[str, str, int] | None = None
@@ -107,7 +111,7 @@ class Lineup:
 
     def to_json(self) -> bytes:
         return orjson.dumps({"live": self.live, "building": self.building,
-                             "replaying": self.replaying,
+                             "replaying": self.replaying, "folded": self.folded,
                              "retired": [[g, at] for g, at in self.retired],
                              "job": list(self.job) if self.job else None})
 
@@ -115,7 +119,7 @@ class Lineup:
     def from_json(cls, raw: bytes) -> Lineup:
         data = orjson.loads(raw)
         return cls(live=int(data["live"]), building=data.get("building"),
-                   replaying=bool(data.get("replaying")),
+                   replaying=bool(data.get("replaying")), folded=bool(data.get("folded")),
                    retired=tuple((int(g), int(at)) for g, at in data.get("retired", [])),
                    job=(str(job[0]), str(job[1]), int(job[2])) if (job := data.get("job"))
                    else None)

@@ -29,7 +29,7 @@ from streams.kafka.fleet import ensure_fleet_topics, fleet_cursor_key
 from streams.kafka.membership import instance_id
 from streams.kafka.partitions import PartitionLoop
 from streams.kafka.query import answer_shard_request
-from streams.kafka.rpc import failure_reply, parse_reply_to
+from streams.kafka.rpc import FirstSight, failure_reply, parse_reply_to
 from streams.settings import Settings
 from streams.topics import Topics, bootstrap_servers, ensure_topics
 
@@ -37,6 +37,10 @@ log = logging.getLogger("recall.indexing")
 
 #: Records per shard transaction; docs/ENGINE-NOTES.md measured FTS5 at ~33k rows/s with 1000-row batches.
 BATCH_MAX = 1000
+#: Shard requests answered in a thread (reader connections of their own, one WAL snapshot per
+#: shard) while indexing goes on: a digest re-folds every session of the shard (~0.7 s per
+#: 25k events), and answered in the loop it held the index role's writes up for seconds.
+IN_THREAD_OPS = frozenset({"shard.digest"})
 
 
 def position_source(topic: str, partition: int) -> str:
@@ -100,6 +104,10 @@ class DocumentIndexer:
         self.bootstrap = bootstrap
         self.shard_topic = self.topics.shard_requests
         self.query: QueryService | None = None
+        self._taken = FirstSight()
+        #: Answers running in a thread (IN_THREAD_OPS), one at a time.
+        self._answering: set[asyncio.Task[None]] = set()
+        self._thread_slot = asyncio.Semaphore(1)
         self.loop = PartitionLoop(self.consumer, self, compacted=True)
 
     @classmethod
@@ -139,6 +147,8 @@ class DocumentIndexer:
                         for msg in messages:
                             await self.answer(msg.value or b"")
         finally:
+            for task in list(self._answering):
+                task.cancel()
             await self.consumer.stop()
             await self.producer.stop()
 
@@ -177,12 +187,25 @@ class DocumentIndexer:
         except RecallError as exc:
             log.warning("unreadable shard request ignored: %s", exc)
             return
-        if time.time() * 1000 > request.deadline_ms:
-            return  # the coordinator has given up on it already
+        if time.time() * 1000 > request.deadline_ms or not self._taken.first(request.id):
+            return  # the coordinator has given up on it, or this is a copy of one answered
+        if request.op in IN_THREAD_OPS:
+            task = asyncio.create_task(self._reply(request, in_thread=True))
+            self._answering.add(task)
+            task.add_done_callback(self._answering.discard)
+        else:
+            await self._reply(request, in_thread=False)
+
+    async def _reply(self, request: Any, *, in_thread: bool) -> None:
         assert self.query is not None
         try:
-            reply = ok_reply(request.id, answer_shard_request(self.shards, self.query, request.op,
-                                                               request.args))
+            if in_thread:
+                async with self._thread_slot:
+                    result = await asyncio.to_thread(answer_shard_request, self.shards,
+                                                     self.query, request.op, request.args)
+            else:
+                result = answer_shard_request(self.shards, self.query, request.op, request.args)
+            reply = ok_reply(request.id, result)
         except Exception as exc:
             reply = failure_reply(request.id, exc, self.settings.data_dir)
         topic, partition = parse_reply_to(request.reply_to)

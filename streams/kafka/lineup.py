@@ -25,7 +25,7 @@ import logging
 import shutil
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
@@ -70,43 +70,34 @@ class LineupWatcher:
             seam.wake(self._consumer)
 
     async def run(self, stop: asyncio.Event) -> None:
-        # A long idle wait: the supervisor wakes the watcher when the lineup changes.
-        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None,
-                                    enable_auto_commit=False, fetch_max_wait_ms=WATCH_WAIT_MS)
-        self._consumer = consumer
-        await consumer.start()
+        await self.obey(self.lineup)
         try:
-            tp = TopicPartition(control_topic(self.settings.topic_prefix), 0)
-            consumer.assign([tp])
-            await consumer.seek_to_beginning(tp)
-            # Older lineups are history: only the latest as of the end counts (an old record
-            # read on its own would look like a change of the live generation).
-            caught_up = (await consumer.end_offsets([tp]))[tp]
-            await self.obey(self.lineup)
-            latest: Lineup | None = None
-            while not stop.is_set():
-                if self._failed is not None:
-                    raise self._failed  # the supervisor restarts the role
-                batch = await consumer.getmany(tp, timeout_ms=500)
-                for record in batch.get(tp, []):
-                    if record.key == LINEUP_KEY and record.value:
-                        latest = Lineup.from_json(bytes(record.value))
-                if latest is not None and await consumer.position(tp) >= caught_up:
-                    self.lineup, latest = latest, None
-                    await self.obey(self.lineup)
-                elif time.monotonic() >= self._next_cleanup:
-                    # retention windows (and retiring generations' grace) end between records
-                    await self.obey(self.lineup)
+            # A long idle wait: the supervisor wakes the watcher when the lineup changes.
+            async with contextlib.aclosing(follow_lineups(
+                    self.settings, WATCH_WAIT_MS, stop.is_set, self._started)) as lineups:
+                async for latest in lineups:
+                    if self._failed is not None:
+                        raise self._failed  # the supervisor restarts the role
+                    if latest is not None:
+                        self.lineup = latest
+                        await self.obey(latest)
+                    elif time.monotonic() >= self._next_cleanup:
+                        # retention windows (and retiring generations' grace) end between
+                        # records
+                        await self.obey(self.lineup)
         finally:
             for _, _, task_stop in self.indexers.values():
                 task_stop.set()
             for _, task, _ in self.indexers.values():
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(task, 15)
-            await consumer.stop()
+
+    def _started(self, consumer: AIOKafkaConsumer) -> None:
+        self._consumer = consumer
 
     async def obey(self, lineup: Lineup) -> None:
         if lineup.live != self.live:
+            log.info("%s: the live generation is now %s", "/".join(self.roles), lineup.live)
             self._retiring[self.live] = time.monotonic() + RETIRING_S
             self.live = lineup.live
             self.on_live_change(lineup.live)
@@ -183,7 +174,6 @@ class LineupFollower:
         self.settings = settings
         self.lineup = lineup
         self.on_change = on_change
-        self.bootstrap = bootstrap_servers(str(settings.broker))
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="recall-lineup", daemon=True)
 
@@ -201,25 +191,45 @@ class LineupFollower:
             log.exception("following the lineup failed")
 
     async def _follow(self) -> None:
-        consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None,
-                                    enable_auto_commit=False, fetch_max_wait_ms=FOLLOW_WAIT_MS)
-        await consumer.start()
-        try:
-            tp = TopicPartition(control_topic(self.settings.topic_prefix), 0)
-            consumer.assign([tp])
-            await consumer.seek_to_beginning(tp)
-            caught_up = (await consumer.end_offsets([tp]))[tp]
-            latest: Lineup | None = None
-            while not self._stop.is_set():
-                batch = await consumer.getmany(tp, timeout_ms=500)
-                for record in batch.get(tp, []):
-                    if record.key == LINEUP_KEY and record.value:
-                        latest = Lineup.from_json(bytes(record.value))
-                if latest is not None and await consumer.position(tp) >= caught_up:
-                    if (latest.live, latest.building) != (self.lineup.live,
-                                                          self.lineup.building):
-                        old, self.lineup = self.lineup, latest
-                        self.on_change(old, latest)
-                    self.lineup, latest = latest, None
-        finally:
-            await consumer.stop()
+        async with contextlib.aclosing(follow_lineups(
+                self.settings, FOLLOW_WAIT_MS, self._stop.is_set)) as lineups:
+            async for latest in lineups:
+                if latest is None:
+                    continue
+                if (latest.live, latest.building, latest.folded) != (
+                        self.lineup.live, self.lineup.building, self.lineup.folded):
+                    old, self.lineup = self.lineup, latest
+                    self.on_change(old, latest)
+                self.lineup = latest
+
+
+async def follow_lineups(settings: Settings, wait_ms: int, stopped: Callable[[], bool],
+                         started: Callable[[AIOKafkaConsumer], None] = lambda consumer: None,
+                         ) -> AsyncGenerator[Lineup | None, None]:
+    """Tails `<p>.control` from its beginning until `stopped()`: after each read, the latest
+    lineup read (once the reader caught up with the topic's end as of its start: older lineups
+    are history, and one read on its own would look like a change) or None (nothing new).
+    `started(consumer)` sees the reader's consumer before it starts (to `seam.wake` it)."""
+    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers(str(settings.broker)),
+                                group_id=None, enable_auto_commit=False,
+                                fetch_max_wait_ms=wait_ms)
+    started(consumer)
+    await consumer.start()
+    try:
+        tp = TopicPartition(control_topic(settings.topic_prefix), 0)
+        consumer.assign([tp])
+        await consumer.seek_to_beginning(tp)
+        caught_up = (await consumer.end_offsets([tp]))[tp]
+        latest: Lineup | None = None
+        while not stopped():
+            batch = await consumer.getmany(tp, timeout_ms=500)
+            for record in batch.get(tp, []):
+                if record.key == LINEUP_KEY and record.value:
+                    latest = Lineup.from_json(bytes(record.value))
+            if latest is not None and await consumer.position(tp) >= caught_up:
+                yield latest
+                latest = None
+            else:
+                yield None
+    finally:
+        await consumer.stop()

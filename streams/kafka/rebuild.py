@@ -2,11 +2,13 @@
 
 reindex (blue/green): the lineup names generation n+1 `building`; this job folds every event
   from the start into n+1's documents topic and fold changelog (committing n+1's fold-group
-  offsets after each batch's writes are acked, so a killed job resumes where it stopped); index
-  workers index those documents into n+1's shard files beside the live ones; once they have
-  caught up, the lineup makes n+1 live and every worker restarts into it (its faust fold
-  recovers n+1's changelog and continues from the job's offsets). Queries are answered from n
-  until the swap; n's cursors are STALE after it.
+  offsets after each batch's writes are acked, so a killed job resumes where it stopped); then
+  the lineup marks n+1 `folded` and every worker starts its fold of n+1 beside n's (a faust
+  fold that recovers n+1's changelog and continues from the job's offsets; a job run again
+  after that point does not fold). Index workers index n+1's documents into its shard files
+  beside the live ones; once they have caught up, the lineup makes n+1 live and each worker's
+  fold of n+1 simply becomes its fold (n's is stopped). Queries are answered from n until the
+  swap; n's cursors are STALE after it.
 replay (in place): the lineup makes a fresh generation live at once: the fleet's own fold
   processors start over from the earliest offsets (a new consumer group is a rewound one) and
   the index workers rebuild every shard; this job follows their progress to the end.
@@ -211,7 +213,7 @@ async def log_ends(consumer: AIOKafkaConsumer, tps: list[TopicPartition]) -> dic
 
 
 async def wait_caught_up(bootstrap: str, group: str, topic: str, partitions: int,
-                         progress: Progress | None = None, *, poll_s: float = 0.5,
+                         progress: Progress | None = None, *, poll_s: float = 0.2,
                          what: str = "", stall_s: float = 120.0) -> int:
     """Until `group` has committed `topic`'s end offsets as of the call; returns the records
     it consumed. Raises JobStalled after `stall_s` without progress. One consumer (outside
@@ -311,8 +313,13 @@ async def reindex(settings: Settings, progress: Progress | None = None) -> dict[
         topics = Topics.of(settings, target)
         await ensure_topics(bootstrap, topics)
         if lineup.building != target:
-            await lease.publish(replace(lineup, building=target))
-        folded = await fold_generation(settings, target, progress)
+            await lease.publish(replace(lineup, building=target, folded=False))
+        folded = 0  # events this run folded
+        if not lease.lineup.folded:  # else a run before this one handed the fold to the fleet
+            folded = await fold_generation(settings, target, progress)
+            # the workers' folds of `target` start now and continue from the job's offsets and
+            # changelog; the swap then finds them running (no start, no changelog recovery)
+            await lease.publish(replace(lease.lineup, folded=True))
         await wait_caught_up(bootstrap, topics.index_group, topics.documents, topics.partitions,
                              progress, what="the index workers of the new generation",
                              stall_s=settings.job_stall_s)

@@ -13,6 +13,7 @@ import contextlib
 import random
 import time
 import uuid
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,8 @@ TIMEOUT = "RECALL_REQUEST_TIMEOUT"
 #: request wakes the consumer first (streams.kafka.seam.wake: short waits while replies are
 #: due). tansu answers a long poll already sent only after it (docs/ENGINE-NOTES.md).
 FETCH_WAIT_MS = 500
-#: How long one attempt of a retried request waits before it is sent again.
+#: How long the first attempt of a retried request waits before it is sent again (each next
+#: attempt twice as long).
 HOP_S = 4.0
 
 
@@ -116,38 +118,68 @@ class Requester:
     async def request(self, topic: str, op: str, args: dict[str, Any], *, deadline: float,
                       partition: int | None = None, key: bytes | None = None) -> Any:
         """Send one request and await its result; raises RemoteError or RequestTimeout."""
-        assert self.producer is not None
-        request_id = uuid.uuid4().hex
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending[request_id] = future
-        request = Request(id=request_id, replyTo=f"{self.replies_topic}:{self.partition}", op=op,
-                          args=args, deadlineMs=int(deadline * 1000))
-        if self._consumer is not None:
-            seam.wake(self._consumer)
-        try:
-            await self.producer.send_and_wait(topic, encode_request(request), key=key,
-                                              partition=partition)
-            remaining = deadline - time.time()
-            if remaining <= 0:
-                raise RequestTimeout(f"{op}: the deadline passed before the request was sent")
-            return await asyncio.wait_for(future, remaining)
-        except TimeoutError:
-            raise RequestTimeout(f"{op}: no reply within the deadline",
-                                 hint="check that `recall worker` runs and owns every partition"
-                                 ) from None
-        finally:
-            self._pending.pop(request_id, None)
+        return await self._attempts(topic, op, args, deadline=deadline, hop_s=None,
+                                    partition=partition, key=key)
 
     async def request_retrying(self, topic: str, op: str, args: dict[str, Any], *,
                                deadline: float, hop_s: float = HOP_S,
                                partition: int | None = None, key: bytes | None = None) -> Any:
-        """`request`, re-sent (new id) when a hop gets no reply: a consumer that was being
-        rebalanced skips what arrived meanwhile. Only for idempotent operations."""
-        while True:
-            hop = min(deadline, time.time() + hop_s)
-            try:
-                return await self.request(topic, op, args, deadline=hop, partition=partition,
-                                          key=key)
-            except RequestTimeout:
-                if time.time() >= deadline - 0.05:
-                    raise
+        """`request`, sent again when a hop gets no reply: a consumer that was being rebalanced
+        skips what arrived meanwhile. Only for idempotent operations. Every attempt is the same
+        request (its id and the call's deadline): the first reply answers, a worker that already
+        took it skips the copy (`FirstSight`), so a slow operation (a digest of a large index)
+        is neither cut off at a hop nor computed again; hops double."""
+        return await self._attempts(topic, op, args, deadline=deadline, hop_s=hop_s,
+                                    partition=partition, key=key)
+
+    async def _attempts(self, topic: str, op: str, args: dict[str, Any], *, deadline: float,
+                        hop_s: float | None, partition: int | None, key: bytes | None) -> Any:
+        assert self.producer is not None
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        request_id = uuid.uuid4().hex
+        self._pending[request_id] = future
+        request = encode_request(Request(id=request_id, op=op, args=args,
+                                         replyTo=f"{self.replies_topic}:{self.partition}",
+                                         deadlineMs=int(deadline * 1000)))
+        try:
+            while True:
+                if self._consumer is not None:
+                    seam.wake(self._consumer)
+                await self.producer.send_and_wait(topic, request, key=key, partition=partition)
+                remaining = deadline - time.time()
+                if remaining <= 0:
+                    raise RequestTimeout(f"{op}: the deadline passed before the request was "
+                                         "sent")
+                hop = remaining if hop_s is None else min(remaining, hop_s)
+                try:
+                    return await asyncio.wait_for(asyncio.shield(future), hop)
+                except TimeoutError:
+                    if hop_s is None or time.time() >= deadline - 0.05:
+                        raise RequestTimeout(
+                            f"{op}: no reply within the deadline",
+                            hint="check that `recall worker` runs and owns every partition"
+                        ) from None
+                    hop_s *= 2
+        finally:
+            self._pending.pop(request_id, None)
+            if not future.done():
+                future.cancel()
+
+
+class FirstSight:
+    """Request ids a worker has taken (the latest `KEEP`): a copy of one (a requester's next
+    attempt) is skipped, its answer is on its way or sent."""
+
+    KEEP = 10_000
+
+    def __init__(self) -> None:
+        self._seen: OrderedDict[str, None] = OrderedDict()
+
+    def first(self, request_id: str) -> bool:
+        """True the first time `request_id` is seen."""
+        if request_id in self._seen:
+            return False
+        self._seen[request_id] = None
+        if len(self._seen) > self.KEEP:
+            self._seen.popitem(last=False)
+        return True

@@ -43,6 +43,11 @@ Contract, once `install()` ran in the process (the worker's roles, `build_app`, 
    [faust: `TableManager.on_start` (replaced: the same steps without the sleep),
    `TableManager._update_channels`, `TableManager.recovery`]
 
+8. An idle fold does not wake every `BATCH_WITHIN_S`: its stream's `take_events` waits for
+   the first record of a batch without a timeout, then `within` for the rest.
+   [faust: `Stream.add_processor`, `Service.wait_for_stopped` as `take_events` calls it
+   (replaced on the fold's stream instance)]
+
 `FoldTable` (faust `Table` subclass) writes a partition's records in one go, pinned to the
 changelog partition of their source. `FaustFold` runs a `PartitionProcessor` as the body of a
 faust agent: batches from `take_events`, each batch held (not committable) until the
@@ -372,6 +377,7 @@ class FaustFold:
 
     async def run(self, stream: Any, batch_max: int, within_s: float) -> None:
         """The agent body: every batch of `stream`, held until processed."""
+        _no_idle_timer(stream)
         # StreamT does not declare take_events; every concrete faust Stream has it.
         async for batch in stream.take_events(batch_max, within=within_s):
             await self.held(stream, batch)
@@ -419,6 +425,30 @@ class FaustFold:
                 await consumer.seek_wait(seeks)
             except Exception:  # revoked meanwhile: the next owner places it from the table
                 log.info("fold: seek back failed", exc_info=True)
+
+
+def _no_idle_timer(stream: Any) -> None:
+    """faust's `take_events` waits for a full batch `within` seconds at a time, also with
+    nothing buffered: 20 wake-ups a second in an idle fold (measured: ~0.8 % of a core, half
+    of an idle fold role's CPU). Here the stream waits for its next record without a timeout,
+    and only then for the rest of the batch `within` seconds (the batch's latency is the same:
+    faust's window starts at a wake-up, this one at the first record)."""
+    arrived = asyncio.Event()
+
+    async def note(value: Any) -> Any:
+        arrived.set()
+        return value
+
+    stream.add_processor(note)
+    wait_for_stopped = stream.wait_for_stopped
+
+    async def wait_for_record_first(*events: Any, timeout: Any = None) -> Any:
+        if timeout is not None and not arrived.is_set():
+            await wait_for_stopped(arrived)  # until a record came or the stream stops
+        arrived.clear()
+        return await wait_for_stopped(*events, timeout=timeout)
+
+    stream.wait_for_stopped = wait_for_record_first
 
 
 def _release_unread(consumer: Any, message: Any) -> None:

@@ -12,6 +12,9 @@ supervisor only starts, watches, replaces and stops them:
 - `replace(role, command, handoff)` runs the role as `command` from now on (the standby gets
   `handoff`, or `command` is started), and only then stops the old process (SIGTERM): two
   processes of a role may overlap while the old one winds down;
+- `start_next(role, command, handoff)` runs a role's next process beside it (by the standby,
+  kept running like a role; a later `replace(role, command)` makes it the role's process,
+  `drop_next(role)` stops it): the fold of the generation a reindex is building;
 - `notify(roles)` sends SIGUSR1 to those roles' processes (a role handles it once it called
   `ready_for_notices`; until then it stays pending);
 - SIGTERM/SIGINT stop every process (SIGTERM, then SIGKILL after `STOP_GRACE_S`) and then the
@@ -128,6 +131,11 @@ class RoleSpec:
     handoff: bytes | None = None
 
 
+def next_name(role: str) -> str:
+    """The name under which role `role`'s next process runs (Supervisor.start_next)."""
+    return f"{role}.next"
+
+
 class Supervisor:
     """Starts one process per role and keeps each running until told to stop."""
 
@@ -168,14 +176,50 @@ class Supervisor:
 
     def replace(self, name: str, command: Sequence[str], handoff: bytes | None = None) -> None:
         """Run role `name` as `command` (a standby: as `handoff`) from now on: the new process
-        takes over first, then the old one is told to stop."""
+        takes over first (the role's next process if it runs `command`: see `start_next`),
+        then the old one is told to stop."""
         role = self.roles[name]
         old = role.process
         role.command, role.handoff = list(command), handoff
-        self._start(role)
-        if old is not None and old.poll() is None:
-            old.send_signal(signal.SIGTERM)
-            self.retiring.append((old, time.monotonic() + STOP_GRACE_S))
+        upcoming = self.roles.get(next_name(name))
+        if upcoming is not None and upcoming.command == role.command:
+            del self.roles[upcoming.name]
+            role.process, role.started, role.due = (upcoming.process, upcoming.started,
+                                                    upcoming.due)
+            log.warning("role %s: its next process (pid %s) took over", name,
+                        upcoming.process.pid if upcoming.process else None)
+        else:
+            self.drop_next(name)
+            self._start(role)
+        self._retire(old)
+
+    def start_next(self, name: str, command: Sequence[str], handoff: bytes | None = None) -> None:
+        """Run `command` beside role `name` as its next process (kept running and restarted
+        like a role) until `replace(name, command)` makes it the role's process or `drop_next`
+        stops it: a fold of the generation being built, so that the swap costs no start. It
+        takes the role's warm standby if there is one (a new standby is started)."""
+        upcoming = self.roles.get(next_name(name))
+        if upcoming is not None and upcoming.command == list(command):
+            return
+        self.drop_next(name)
+        role = self.roles[name]
+        upcoming = Role(next_name(name), list(command), handoff)
+        upcoming.standby, role.standby = role.standby, None
+        self.roles[upcoming.name] = upcoming
+        self._start(upcoming)
+        self._keep_standby(role)
+
+    def drop_next(self, name: str) -> None:
+        """Stop role `name`'s next process, if it has one."""
+        upcoming = self.roles.pop(next_name(name), None)
+        if upcoming is not None:
+            self._retire(upcoming.process)
+            self._retire(upcoming.standby)
+
+    def _retire(self, process: subprocess.Popen[bytes] | None) -> None:
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            self.retiring.append((process, time.monotonic() + STOP_GRACE_S))
 
     def notify(self, names: Sequence[str]) -> None:
         """SIGUSR1 to these roles' running processes (not standbys: that would start them)."""

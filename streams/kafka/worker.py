@@ -74,14 +74,30 @@ def run_worker(settings: Settings, roles: Sequence[str], *, loglevel: str = "war
              for role in wanted}
     supervisor = Supervisor(specs, env)
 
+    def fold_next(lineup: Lineup) -> None:
+        # the generation being built, once its job handed the fold over: its fold runs beside
+        # the live one until the swap makes it the fold (streams.kafka.rebuild)
+        if lineup.building is not None and lineup.folded and lineup.building != lineup.live:
+            spec = fold(lineup.building)
+            supervisor.start_next("fold", spec.command, spec.handoff)
+        else:
+            supervisor.drop_next("fold")
+
     def changed(old: Lineup, new: Lineup) -> None:
         def apply() -> None:
-            if "fold" in wanted and new.live != old.live:
-                spec = fold(new.live)
-                supervisor.replace("fold", spec.command, spec.handoff)
+            log.info("lineup changed: live %s -> %s, building %s (folded: %s)", old.live,
+                     new.live, new.building, new.folded)
+            if "fold" in wanted:
+                if new.live != old.live:
+                    spec = fold(new.live)
+                    supervisor.replace("fold", spec.command, spec.handoff)
+                fold_next(new)
             supervisor.notify(["index", "query"])
 
         supervisor.call_soon(apply)
+
+    if "fold" in wanted:
+        supervisor.call_soon(lambda: fold_next(lineup))
 
     follower = LineupFollower(settings, lineup, changed)
     follower.start()

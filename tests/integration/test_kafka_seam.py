@@ -13,6 +13,7 @@ import inspect
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import faust
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.consumer import group_coordinator
@@ -47,6 +48,12 @@ def test_install_replaces_exactly_what_the_contract_names() -> None:
     body = [line.strip() for line in source.splitlines()[2:] if line.strip()]
     assert body == ["await self.sleep(1.0)", "if not self.should_stop:",
                     "await self._update_channels()", "await self.recovery.start()"], body
+    # 8 waits for a record before faust's timed batch wait: take_events must still wait
+    # through the stream's own wait_for_stopped, with the batch window as its timeout (the fold
+    # delivering batches at all is what every Kafka test checks)
+    take = inspect.getsource(faust.Stream.take_events)
+    assert "await self.wait_for_stopped(" in take and "timeout=timeout" in take
+    assert "self.add_processor(add_to_buffer)" in take
     # 2 rebuilds aiokafka's LeaveGroup without its early return for static members
     leave = inspect.getsource(seam._original_leave_group)
     assert "group_instance_id" in leave and "LeaveGroupRequest" in leave

@@ -1,8 +1,10 @@
 """Integration: `recall worker` is a supervisor of role processes — a role killed with kill -9 is
-started again while the others keep running, and the roles die with their supervisor."""
+started again while the others keep running, the roles die with their supervisor, and the fold of
+a generation being built runs beside the live one until it takes over."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import time
@@ -14,7 +16,9 @@ import pytest
 from factories import header, user
 
 from streams.facade import Recall
+from streams.kafka.fleet import Lineup, publish_lineup
 from streams.settings import Settings
+from streams.topics import bootstrap_servers
 from tests.integration.kafkaio import WorkerProcess, publish
 from tests.integration.test_kafka_contract import wait_indexed
 
@@ -97,3 +101,44 @@ def _alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def test_the_fold_of_a_folded_building_generation_runs_beside_the_live_one_and_takes_over(
+        settings: Settings, worker_factory: Callable[..., WorkerProcess]) -> None:
+    """A reindex job that folded generation 2 marks it `folded`: every worker starts its fold of
+    2 beside the live one (kept running like a role), stops it if the build is dropped, and at
+    the swap that same process becomes the fold (no new process, no recovery at the swap)."""
+    worker = worker_factory()
+    supervisor = worker.process.pid
+    bootstrap = bootstrap_servers(str(settings.broker))
+
+    def lineup(value: Lineup) -> None:
+        asyncio.run(publish_lineup(bootstrap, settings.topic_prefix, value))
+
+    wait_for(lambda: set(roles_of(supervisor)) == {"fold-g1", "index", "query", "standby"},
+             "the roles", worker)
+    with Recall.connect(str(settings.broker), settings=settings) as recall:
+        publish(recall, [("nx-0", header("nx-0")), ("nx-0", user(0, "before the build"))])
+        wait_indexed(recall, {"nx-0": 1}, worker)
+        lineup(Lineup(live=1, building=2, folded=True))
+        both = wait_for(lambda: (r := roles_of(supervisor)) and {"fold-g1", "fold-g2",
+                                                                 "standby"} <= set(r) and r,
+                        "the fold of generation 2 beside generation 1's", worker)
+        os.kill(both["fold-g2"], signal.SIGKILL)  # restarted like any role
+        both = wait_for(lambda: (r := roles_of(supervisor)).get("fold-g2") not in (
+            None, both["fold-g2"]) and r, "generation 2's fold started again", worker)
+        lineup(Lineup(live=1))  # the build was dropped: its fold stops
+        wait_for(lambda: "fold-g2" not in roles_of(supervisor), "generation 2's fold gone",
+                 worker)
+        lineup(Lineup(live=1, building=2, folded=True))
+        before = wait_for(lambda: (r := roles_of(supervisor)) and {"fold-g2", "standby"}
+                          <= set(r) and r, "generation 2's fold again", worker)
+        lineup(Lineup(live=2, retired=((1, int(time.time() * 1000)),)))
+        after = wait_for(lambda: (r := roles_of(supervisor)) and "fold-g1" not in r and r,
+                         "generation 1's fold stopped at the swap", worker)
+        assert after["fold-g2"] == before["fold-g2"]  # the running fold took over
+        publish(recall, [("nx-1", header("nx-1")), ("nx-1", user(0, "after the swap"))])
+        wait_for(lambda: recall.index_generation() == "gen-000002", "the swap", worker)
+        wait_indexed(recall, {"nx-0": 1, "nx-1": 1}, worker)
+        assert recall.search_sessions("after the swap")["items"]
+        assert recall.search_sessions("before the build")["items"]
