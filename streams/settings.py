@@ -70,6 +70,9 @@ class Settings(BaseSettings):
     #: RECALL_JOB_STALL_S — a reindex or replay gives up (STREAM_JOB_STALLED) when the fleet
     #: makes no progress for this long.
     job_stall_s: float = Field(default=120.0, gt=0)
+    #: RECALL_JOB_LEASE_S — how long a reindex/replay job's lease outlives its last renewal
+    #: (renewed every third of it): a killed job blocks the next one this long.
+    job_lease_s: float = Field(default=10.0, gt=0)
     #: RECALL_WORKER_ID — this worker's stable identity in consumer groups (static
     #: membership); default: host name + a hash of RECALL_DATA_DIR.
     worker_id: str | None = None

@@ -45,8 +45,6 @@ Progress = Callable[[int, int], None]
 BATCH_MAX = 5000
 #: Lines folded at a time (each run: its documents acked, then its table writes).
 JOB_CHUNK_LINES = 20000
-#: How long a job's lease outlives its last renewal (a killed job blocks others this long).
-LEASE_S = 10.0
 
 
 class JobRunning(RecallError):
@@ -246,7 +244,9 @@ async def wait_caught_up(bootstrap: str, group: str, topic: str, partitions: int
 class _Lease:
     """The job lease: every lineup change of a job is published through it, lease attached."""
 
-    def __init__(self, bootstrap: str, prefix: str, kind: str, lineup: Lineup) -> None:
+    def __init__(self, bootstrap: str, prefix: str, kind: str, lineup: Lineup, *,
+                 lease_s: float) -> None:
+        self.lease_s = lease_s
         self.bootstrap, self.prefix, self.kind = bootstrap, prefix, kind
         self.id = uuid.uuid4().hex
         self.lineup = lineup
@@ -270,12 +270,12 @@ class _Lease:
     async def publish(self, lineup: Lineup) -> None:
         async with self._lock:
             self.lineup = replace(lineup, job=(self.id, self.kind,
-                                               int((time.time() + LEASE_S) * 1000)))
+                                               int((time.time() + self.lease_s) * 1000)))
             await publish_lineup(self.bootstrap, self.prefix, self.lineup)
 
     async def _renew(self) -> None:
         while True:
-            await asyncio.sleep(LEASE_S / 3)
+            await asyncio.sleep(self.lease_s / 3)
             await self.publish(self.lineup)
 
     async def release(self, lineup: Lineup) -> None:
@@ -306,7 +306,8 @@ def _retire(lineup: Lineup, generation: int) -> tuple[tuple[int, int], ...]:
 async def reindex(settings: Settings, progress: Progress | None = None) -> dict[str, Any]:
     """Build generation n+1 beside the live n, then swap (resumes a build in progress)."""
     bootstrap, lineup = await _prepare(settings)
-    lease = _Lease(bootstrap, settings.topic_prefix, "reindex", lineup)
+    lease = _Lease(bootstrap, settings.topic_prefix, "reindex", lineup,
+                   lease_s=settings.job_lease_s)
     lineup = await lease.acquire()
     try:
         target = lineup.building or lineup.newest() + 1
@@ -337,7 +338,8 @@ async def replay(settings: Settings, progress: Progress | None = None) -> dict[s
     """Make a fresh generation live and follow the fleet rebuilding it from the earliest
     offsets (resumes following a replay in progress)."""
     bootstrap, lineup = await _prepare(settings)
-    lease = _Lease(bootstrap, settings.topic_prefix, "replay", lineup)
+    lease = _Lease(bootstrap, settings.topic_prefix, "replay", lineup,
+                   lease_s=settings.job_lease_s)
     lineup = await lease.acquire()
     try:
         previous = lineup.live

@@ -150,7 +150,9 @@ def test_kill_minus_nine_during_kafka_reindex_and_replay_then_resume(
         clean.ingest(write_fleet(tmp_path / "logs", logs))
         expected = clean.index_digest()
     worker = worker_factory()
-    env = worker_env(broker, settings_env)
+    # a lease long enough that the refused job below starts and checks it on a loaded machine
+    # (at 10 s it sometimes expired first under a load average of 7 on 2 cores)
+    env = {**worker_env(broker, settings_env), "RECALL_JOB_LEASE_S": "25"}
     rng = random.Random(6)
     with Recall.connect(str(settings.broker), settings=settings) as recall:
         publish(recall, [(sid, line) for sid, lines in logs.items() for line in lines])
