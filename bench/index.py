@@ -73,7 +73,6 @@ import apsw
 from bench.corpus import vocabulary
 from bench.search_corpus import (
     bench_dir,
-    ensure_corpus,
     fresh_dir,
     iter_events,
     median,
@@ -82,7 +81,7 @@ from bench.search_corpus import (
     query_mix,
     rg_binary,
     rg_time,
-    scale,
+    scaled_corpus,
     size_name,
 )
 from bench.search_corpus import documents as extract_documents
@@ -282,10 +281,7 @@ def search_only() -> dict[str, Any]:
     rest) and kept under the bench dir between runs (a marker says the build completed), so
     search work can be measured again without minutes of ingest. Ingest and size metrics keep
     their last full-run values."""
-    s = scale()
-    small_sessions = max(2, round(200 * s))
-    large_sessions = max(small_sessions + 2, round(2000 * s))
-    corpus = ensure_corpus([small_sessions, large_sessions - small_sessions])
+    corpus = scaled_corpus()
     all_files = corpus.files()
     ln = size_name(len(all_files) * 500)
     data = bench_dir() / f"index-data-search-{ln}"
@@ -326,10 +322,7 @@ def cold_searches(data: Path, mix: dict[str, list[str]]) -> list[float]:
 def run() -> dict[str, Any]:
     if os.environ.get("RECALL_BENCH_SEARCH_ONLY") == "1":
         return search_only()
-    s = scale()
-    small_sessions = max(2, round(200 * s))
-    large_sessions = max(small_sessions + 2, round(2000 * s))
-    corpus = ensure_corpus([small_sessions, large_sessions - small_sessions])
+    corpus = scaled_corpus()
     small_files, all_files = corpus.files(1), corpus.files()
     small_events = sum(1 for _ in small_files) * 500
     large_events = len(all_files) * 500

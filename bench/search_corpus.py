@@ -116,6 +116,15 @@ def ensure_corpus(part_sessions: Sequence[int], seed: int = 11) -> Corpus:
     return Corpus(root, parts, list(part_sessions), seed)
 
 
+def scaled_corpus() -> Corpus:
+    """The index/search corpus at RECALL_BENCH_SCALE: part0 = 200 sessions, the whole = 2000
+    (1 → 100k and 1M events), at least 2 and 4."""
+    s = scale()
+    small = max(2, round(200 * s))
+    large = max(small + 2, round(2000 * s))
+    return ensure_corpus([small, large - small])
+
+
 def iter_events(files: Sequence[Path]) -> Iterator[tuple[dict[str, Any], list[dict[str, Any]]]]:
     for path in files:
         lines = path.read_bytes().splitlines()

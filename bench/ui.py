@@ -35,13 +35,12 @@ from bench.corpus import vocabulary
 from bench.index import interleave
 from bench.search_corpus import (
     documents,
-    ensure_corpus,
     fresh_dir,
     median,
     ms,
     percentile,
     query_mix,
-    scale,
+    scaled_corpus,
     size_name,
 )
 from streams.facade import Recall
@@ -86,10 +85,7 @@ class AsgiGet:
 def run() -> dict[str, Any]:
     from streams.ui.app import create_app
 
-    s = scale()
-    small = max(2, round(200 * s))
-    large = max(small + 2, round(2000 * s))
-    corpus = ensure_corpus([small, large - small])
+    corpus = scaled_corpus()
     files = corpus.files()
     name = size_name(len(files) * 500)
     log("extracting documents for the query mix")
