@@ -50,8 +50,9 @@ class Shipper:
         self.max_file_bytes = max_file_bytes
         self.importers = dict(importers)
         self.detect = detect
+        #: Read from shipper.json under the lock: the first hold always reads it (WriterLock
+        #: reports a first hold as changed), later ones when another process wrote.
         self.state: dict[str, dict[str, Any]] = {}
-        self._load()
 
     def _load(self) -> None:
         self.state = {}

@@ -196,11 +196,10 @@ class LineupFollower:
             async for latest in lineups:
                 if latest is None:
                     continue
-                if (latest.live, latest.building, latest.folded) != (
-                        self.lineup.live, self.lineup.building, self.lineup.folded):
-                    old, self.lineup = self.lineup, latest
+                old, self.lineup = self.lineup, latest
+                if (old.live, old.building, old.folded) != (
+                        latest.live, latest.building, latest.folded):
                     self.on_change(old, latest)
-                self.lineup = latest
 
 
 async def follow_lineups(settings: Settings, wait_ms: int, stopped: Callable[[], bool],
