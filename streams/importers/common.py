@@ -15,7 +15,7 @@ from projections.errors import (
     INGEST_SCHEMA_VIOLATION,
     InputRejected,
 )
-from projections.events import KNOWN_EVENT_TYPES, parse_event
+from projections.events import KNOWN_EVENT_TYPES, MAX_SAFE_INTEGER, parse_event
 from projections.logformat import LogBuilder, Rejection, split_lines
 from streams.importers.turns import TurnClock
 
@@ -168,8 +168,13 @@ class Emitter:
     """Builds one session's events through `LogBuilder.feed_event`, so every emitted event has
     passed the same fold the store applies; an event that would break it is parked instead."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, plain_data: bool = False) -> None:
+        """`plain_data`: the importer builds every event's data only from strings it decoded
+        and integers it counts itself (no value parsed from JSON: Aider's Markdown), so the data
+        is lossless by construction and the per-event walk that looks for unsafe numbers is
+        skipped; the envelope's time is still checked and every event still passes the fold."""
         self._builder = LogBuilder()
+        self._plain_data = plain_data
         self.rejections: list[Rejection] = []
         self._line_with_raw: int | None = None
         self.last_time = 0
@@ -211,7 +216,11 @@ class Emitter:
         if kind not in KNOWN_EVENT_TYPES:
             event["ignorable"] = True
         try:
-            self._builder.feed_event(parse_event(event))
+            if self._plain_data and type(time) is int \
+                    and -MAX_SAFE_INTEGER <= time <= MAX_SAFE_INTEGER and kind:
+                self._builder.feed_event(event)  # type and seq are ours; data: see __init__
+            else:
+                self._builder.feed_event(parse_event(event))
         except InputRejected as exc:
             self.reject(line, exc.code, f"{kind}: {exc.message}")
             return None
