@@ -80,10 +80,13 @@ _line = st.one_of(
     st.sampled_from(["", " ", "  ", "\t", "\u00a0", "> ", ">", ">  ", "> > quoted  ", "####",
                      "#### ", "####  x  ", "##### deeper", "# a header", "#### #### twice",
                      "# aider chat started at 2025-07-15 11:38:37",
-                     "# aider chat started at 2025-02-30 11:38:37", "\0", "> \0  ", "reply  "]),
-    st.text(alphabet=st.sampled_from(["#", ">", " ", "a", "\0", "\t", "é"]), max_size=12),
+                     "# aider chat started at 2025-02-30 11:38:37", "\0", "> \0  ", "reply  ", "\x1c", " \x85", "\u2028",
+                     "# aider chat started at 2025-07-15 11:38:37  ", "# aider x"]),
+    st.text(alphabet=st.sampled_from(["#", ">", " ", "a", "\0", "\t", "é", "\x1c", "\r"]),
+            max_size=12),
 )
-_history = st.lists(_line, max_size=40).map(lambda ls: "\n".join(ls))
+_history = st.tuples(st.lists(_line, max_size=40), st.sampled_from(["", "\n", "\n\n"])).map(
+    lambda t: "\n".join(t[0]) + t[1])
 
 
 @settings(max_examples=400, deadline=None)
