@@ -161,10 +161,12 @@ def _flat_positions(pages: Sequence[Sequence[Node]]) -> tuple[list[Node], list[i
 
 def plan(state: SurfaceState, event: Event | Mapping[str, Any]) -> Step:
     """Validate `event` against `state` and return the next state; raises FoldError, mutates nothing."""
-    wire = as_wire(event)
+    wire = event if type(event) is dict else as_wire(event)
     kind = wire.get("type")
     seq = wire.get("seq")
-    if seq != state.next_seq or not _is_safe_nonneg_int(seq):
+    # the plain-int test first: the helper's isinstance checks cost more than the comparison
+    if seq != state.next_seq or (type(seq) is not int and not _is_safe_nonneg_int(seq)) \
+            or not 0 <= seq <= MAX_SAFE_INTEGER:
         raise FoldError(f"session event seq {seq} is not contiguous; expected {state.next_seq}",
                         seq=seq if isinstance(seq, int) else None, index=state.next_seq)
     assert isinstance(seq, int)
@@ -180,8 +182,8 @@ def plan(state: SurfaceState, event: Event | Mapping[str, Any]) -> Step:
         return _new(Step, (_new(SurfaceState, (seq + 1, state.generation, state.pages)), False,
                            None, (), len(state.pages)))
     assert isinstance(kind, str)
-    span = _validate_surface_op(kind, seq, op)
-    cited = _validate_provenance(kind, seq, cited_raw)
+    span = None if op == "append" else _validate_surface_op(kind, seq, op)
+    cited = None if cited_raw is None else _validate_provenance(kind, seq, cited_raw)
     data = wire.get("data")
     node = _new(Node, (seq, tool_digest(data) if kind == "tool/result" else None))
     pages = state.pages

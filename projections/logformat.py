@@ -213,25 +213,28 @@ class LogBuilder:
         A repeat of an event accepted earlier in this log is skipped if it is byte-identical and
         rejected as INGEST_DUPLICATE_CONFLICT otherwise. `raw`: the event's orjson
         serialization, if the caller has it (see `ParsedLog.raws`)."""
-        check_event_type(event)
+        if event["type"] not in KNOWN_EVENT_TYPES:  # the call only where it may reject
+            check_event_type(event)
+        log = self.log
         seq = event["seq"]
-        if self.base_seq <= seq < self.log.state.next_seq:
-            if orjson.dumps(self.log.events[seq - self.base_seq]) == orjson.dumps(event):
-                self.duplicates += 1
-                return
-            raise InputRejected(f"seq {seq} already holds a different event",
-                                code=INGEST_DUPLICATE_CONFLICT)
-        if event["seq"] != self.log.state.next_seq:
-            raise InputRejected(f"seq {event['seq']} is not contiguous; expected "
-                                f"{self.log.state.next_seq}", code=INGEST_SEQ_GAP)
+        next_seq = log.state.next_seq
+        if seq != next_seq:
+            if self.base_seq <= seq < next_seq:
+                if orjson.dumps(log.events[seq - self.base_seq]) == orjson.dumps(event):
+                    self.duplicates += 1
+                    return
+                raise InputRejected(f"seq {seq} already holds a different event",
+                                    code=INGEST_DUPLICATE_CONFLICT)
+            raise InputRejected(f"seq {seq} is not contiguous; expected {next_seq}",
+                                code=INGEST_SEQ_GAP)
         try:
-            step = plan(self.log.state, event)
+            step = plan(log.state, event)
         except FoldError as exc:
             raise InputRejected(exc.message, code=INGEST_INVALID_SURFACE) from exc
-        self.log.state = step.state
-        self.log.steps.append(step)
-        self.log.events.append(event)
-        self.log.raws.append(raw)
+        log.state = step.state
+        log.steps.append(step)
+        log.events.append(event)
+        log.raws.append(raw)
 
     def _reject(self, number: int, code: str, reason: str, line: bytes) -> None:
         self.log.rejections.append(Rejection(number, code, reason, line))
