@@ -17,9 +17,9 @@ corpus of bench/realcorpus.py. Generation is not timed.
 Timed: the importer alone over bytes already in memory (parsing, mapping to native events, the
 schema and fold check every event passes in the importer; Aider's events skip only the walk for
 unsafe numbers, since its data holds no parsed JSON: `Emitter(plain_data=True)`), best of 5
-passes. Also reported: events/s and events per MB, because the cost is per event and formats differ in how many events
-a megabyte holds (Aider's many small blocks — prompts, short replies, runs of status lines —
-make it the densest).
+passes. Also reported: events/s and events per MB, because the cost is per event and formats
+differ in how many events a megabyte holds (Aider's many small blocks — prompts, short replies,
+runs of status lines — make it the densest).
 """
 
 from __future__ import annotations
