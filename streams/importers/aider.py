@@ -16,10 +16,9 @@ import functools
 import hashlib
 import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import PurePath
-from typing import Any
+from typing import Any, NamedTuple
 
 from projections.errors import INGEST_INVALID_UTF8, INGEST_SCHEMA_VIOLATION
 from projections.logformat import Rejection, decompress
@@ -40,12 +39,16 @@ HISTORY_NAME = ".aider.chat.history.md"
 _START = re.compile(r"^# aider chat started at (\d{4}-\d\d-\d\d \d\d:\d\d:\d\d)\s*$")
 
 
-@dataclass(slots=True)
-class _Block:
+class _Block(NamedTuple):
     kind: str  # "start" | "prompt" | "output" | "reply"
     first: int  # 1-based line number
     lines: list[str]
-    origin: int = 0  # a continuation: the first line of the block it continues (else 0)
+    origin: int  # a continuation: the first line of the block it continues (else 0)
+
+
+# Blocks and source lines are built with tuple.__new__: a NamedTuple's generated __new__ is a
+# Python frame, about as costly as the rest of a short block's handling.
+_new = tuple.__new__
 
 
 def _hash_kind(line: str) -> str | None:
@@ -85,19 +88,19 @@ def _blocks(text: str, cut: int = 0) -> Iterator[_Block]:
         if joins:
             if i != cut:  # line number cut + 1
                 continue
-            yield _Block(now, begin + 1, lines[begin:i], origin)
+            yield _new(_Block, (now, begin + 1, lines[begin:i], origin))
             origin = origin or begin + 1
             begin = i
             continue
         if now:
-            yield _Block(now, begin + 1, lines[begin:i], origin)
+            yield _new(_Block, (now, begin + 1, lines[begin:i], origin))
             now = ""
         if kind is not None or (line and not line.isspace()):
             now = kind or "reply"
             begin = i
             origin = 0
     if now:
-        yield _Block(now, begin + 1, lines[begin:], origin)
+        yield _new(_Block, (now, begin + 1, lines[begin:], origin))
 
 
 @functools.lru_cache(maxsize=64)  # each run's stamp is read when its block is made and mapped
@@ -204,7 +207,7 @@ def _import(data: bytes, source_name: str, done: int,
         value: dict[str, Any] = {"kind": block.kind, "text": body}
         if block.origin:
             value["continues"] = block.origin
-        line = SourceLine(block.first, body.encode("utf-8"), value)
+        line = _new(SourceLine, (block.first, body.encode("utf-8"), value))
         if block.kind == "start":
             match = _START.match(block.lines[0])
             assert match is not None

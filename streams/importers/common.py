@@ -208,7 +208,8 @@ class Emitter:
             data = {**data, "sourceKey": key}
         if with_raw and self._line_with_raw != line.number:
             data = {**data, "raw": line.value}
-        event: dict[str, Any] = {"type": kind, "seq": self.next_seq, "time": time, "data": data}
+        seq = self._builder.log.state.next_seq
+        event: dict[str, Any] = {"type": kind, "seq": seq, "time": time, "data": data}
         if op is not None:
             event["surfaceOp"] = op
         if sources is not None:
@@ -227,7 +228,7 @@ class Emitter:
         if with_raw:
             self._line_with_raw = line.number
         self.last_time = time
-        return int(event["seq"])
+        return seq
 
     def reject(self, line: SourceLine, code: str, reason: str) -> None:
         self.rejections.append(Rejection(line.number, code, reason, line.raw))
