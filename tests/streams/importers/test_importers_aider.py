@@ -216,7 +216,7 @@ def test_the_kafka_ingest_publishes_each_line_once(tmp_path: Path) -> None:
     done = 0
     for text in (b"\n".join(lines[:43]) + b"\n", b"\n".join(lines[:61]) + b"\n", data, data):
         published = dict(seen.get("published") or {})
-        imported = (resume_aider(text, SOURCE, done, lambda sid: published.get(sid, -1) + 1)
+        imported = (resume_aider(text, SOURCE, done, lambda sid, p=published: p.get(sid, -1) + 1)
                     if done else import_aider(text, SOURCE))
         fresh = fresh_records(imported, seen, resumed=done > 0, whole=False,
                               first_line=done + 1)
