@@ -15,7 +15,6 @@ from rich.live import Live
 from rich.text import Text
 
 from streams.cli import SafePath, err_console, json_option, open_recall, say
-from streams.facade import importer_options
 from streams.importers import FORMAT_NAMES
 from streams.settings import Settings
 from streams.textsafe import visible
@@ -23,15 +22,9 @@ from streams.watch import Sink, Watcher, default_roots, watch_lock
 
 
 def _sink(recall: Any, settings: Settings) -> Sink:
-    """Embedded: the ingest itself. Kafka: the shipper over the client's producer."""
-    if not settings.broker:
-        return recall  # type: ignore[no-any-return]
-    from streams.shipper import Shipper
-
-    options = importer_options()
-    return Shipper(recall.backend, Path(settings.data_dir), max_event_bytes=settings.max_event_bytes,
-                   max_file_bytes=settings.max_file_bytes, importers=options["importers"],
-                   detect=options["detect"], lock_timeout_s=settings.lock_timeout_s)
+    """Embedded: the ingest itself. Kafka: its ingest too, which publishes only what is new
+    per file (shipper.json under the data dir's writer lock, streams/sent.py)."""
+    return recall  # type: ignore[no-any-return]
 
 
 def _printer(as_lines: bool) -> Any:

@@ -1,6 +1,6 @@
 """Ingest edge, live: `recall watch` follows agents' log files as they grow and ingests their
 complete new lines in small batches (embedded), or publishes them to the events topic (with
-RECALL_BROKER: the fleet shipper, streams/shipper.py).
+RECALL_BROKER: the fleet shipper, the Kafka ingest with its per-file record, streams/sent.py).
 
 Order of a run: (1) take `<data_dir>/watch.lock` (a second watcher on the data dir is refused
 with RECALL_WATCH_RUNNING); (2) catch up: every log file under the roots goes through the
@@ -58,7 +58,7 @@ class WatcherRunning(RecallError):
 
 
 class Sink(Protocol):
-    """Where a batch goes: the embedded ingest, or the Kafka shipper."""
+    """Where a batch goes: the embedded ingest, or the Kafka one (the fleet shipper)."""
 
     def ingest(self, paths: Sequence[Path]) -> IngestReport: ...
 

@@ -18,6 +18,7 @@ from projections.errors import (
     INGEST_CORRUPT_COMPRESSION,
     INGEST_FILE_TOO_LARGE,
     INGEST_IMPORTER_FAILED,
+    INGEST_REWRITTEN_SOURCE,
     INGEST_UNSUPPORTED_FORMAT,
     RecallError,
 )
@@ -25,6 +26,7 @@ from projections.logformat import Rejection
 from streams.codec import DeadLetter, dead_letter_key, encode_dead_letter, encode_event_value
 from streams.errorlog import log_exception
 from streams.ingest import (
+    SAVE_EVERY_FILES,
     IngestReport,
     ReadPlan,
     checked_import,
@@ -41,6 +43,7 @@ from streams.kafka import seam
 from streams.kafka.producer import EventProducer
 from streams.kafka.query import run_sync
 from streams.kafka.rpc import Requester
+from streams.sent import SentFiles, fresh_records, target_of
 from streams.settings import Settings
 from streams.sourcefile import SourceText, read_source
 from streams.topics import Topics, bootstrap_servers, ensure_topics
@@ -48,6 +51,8 @@ from streams.topics import Topics, bootstrap_servers, ensure_topics
 #: Largest file parked whole with its bytes in a dead letter (base64 in a JSON record, well under
 #: brokers' 1 MB default record limit); a larger one is parked as a bounded record.
 DEAD_LETTER_FILE_BYTES = 512 * 1024
+REWRITTEN_REASON = ("the file changed before the point already ingested; it was not merged "
+                    "(re-ingest it under a new session or restore the original)")
 
 
 class KafkaBackend:
@@ -76,6 +81,9 @@ class KafkaBackend:
             self._stop_loop()
             raise
         self._producer: EventProducer | None = None
+        #: What each file published (shipper.json), opened on the first ingest.
+        self._sent: SentFiles | None = None
+        self.target = target_of(self.bootstrap, settings.topic_prefix)
 
     def call(self, op: str, args: Mapping[str, Any]) -> Any:
         deadline = time.time() + self.settings.request_timeout_s
@@ -139,42 +147,67 @@ class KafkaBackend:
             self._producer = run_sync(self.loop, start(), self.settings.request_timeout_s)
         return self._producer
 
+    def _sent_files(self) -> SentFiles:
+        if self._sent is None:
+            self._sent = SentFiles(Path(self.settings.data_dir),
+                                   lock_timeout_s=self.settings.lock_timeout_s)
+        return self._sent
+
     def ingest(self, paths: Sequence[Path], *, fmt: str = "auto",
                progress: Callable[[int, int], None] | None = None) -> IngestReport:
-        """Publish every file's lines (native) or imported events (foreign) to the events topic.
+        """Publish what is new in every file — a native log's new lines, a foreign file's new
+        imported events — to the events topic.
 
         Files are read at the same edge as the embedded ingest (streams/ingest.py): under the
         caps (streams/sourcefile.py), an unterminated last line pending, foreign lines screened
         (oversized, lossy, too deep) before the importer, an importer that raises parks its
         file whole (INGEST_IMPORTER_FAILED), a file that cannot be read at all is parked whole.
-        The fold validates, deduplicates and parks the lines it rejects, so `eventsAdded`
-        counts what was published. Unlike the embedded ingest there is no registry of sources:
-        every run publishes whole files again and the fold skips exact duplicates (what a
-        whole-document importer would merge with the stored session, the fold judges as is)."""
+        What each file published is kept in the data dir's `shipper.json` (streams/sent.py,
+        under its writer lock, shared with `recall watch` and `recall hook` over Kafka): an
+        unchanged file is not read, a grown one continues after what was sent (an importer's
+        `resume`, or the events beyond those published), a changed prefix is reported as
+        rewritten, as in the embedded ingest. The fold validates, deduplicates and parks the
+        lines it rejects, so `eventsAdded` counts what was published."""
         report = IngestReport()
         files = list(iter_log_files(paths))
         producer = self._producer_started()
-        for done, path in enumerate(files, start=1):
-            report.files += 1
-            try:
-                records, rejections = self._read(path, fmt, report)
-            except OSError as exc:  # vanished or unreadable: say so and go on with the others
-                report.unreadable.append({"source": source_key(path),
-                                          "error": f"{type(exc).__name__}: {exc.strerror or exc}"})
-            else:
-                run_sync(self.loop, self._publish(producer, records, source_key(path), rejections),
-                         self.settings.request_timeout_s * 4)
-                report.count_rejections(rejections)
-            if progress is not None:
-                progress(done, len(files))
+        sent = self._sent_files()
+        with sent.hold() as state:
+            for done, path in enumerate(files, start=1):
+                report.files += 1
+                key = source_key(path)
+                try:
+                    read = self._read(path, fmt, report, sent.seen(key, self.target))
+                except OSError as exc:  # vanished or unreadable: say so and go on
+                    report.unreadable.append({"source": key, "error":
+                                              f"{type(exc).__name__}: {exc.strerror or exc}"})
+                else:
+                    if read is not None:
+                        records, rejections, entry = read
+                        run_sync(self.loop, self._publish(producer, records, key, rejections),
+                                 self.settings.request_timeout_s * 4)
+                        report.count_rejections(rejections)
+                        if entry is not None:  # acked: remembered
+                            state[key] = entry
+                if done % SAVE_EVERY_FILES == 0:
+                    sent.save()
+                if progress is not None:
+                    progress(done, len(files))
         return report
 
-    def _read(self, path: Path, fmt: str,
-              report: IngestReport) -> tuple[list[tuple[bytes, bytes]], list[Rejection]]:
-        """One file → the records to publish (session id, line) and the rejections this edge
-        parks itself."""
+    def _read(self, path: Path, fmt: str, report: IngestReport, seen: dict[str, Any],
+              ) -> tuple[list[tuple[bytes, bytes]], list[Rejection], dict[str, Any] | None] | None:
+        """One file → the records to publish (session id, line), the rejections this edge
+        parks itself, and the file's new entry (None: not remembered, retried next time);
+        None when the file is unchanged since it was last published."""
         key = source_key(path)
         limit = self.settings.max_event_bytes
+        stat = path.stat()
+        if seen.get("size") == stat.st_size and seen.get("mtime") == stat.st_mtime_ns:
+            report.unchanged += 1
+            if seen.get("pending"):
+                report.pending_sources.append(key)
+            return None
 
         def whole_file(code: str, reason: str, stopped_at: int | None = None) -> Rejection:
             report.lines += 1
@@ -182,28 +215,43 @@ class KafkaBackend:
             return whole_file_rejection(path, code, reason, min(limit, DEAD_LETTER_FILE_BYTES),
                                         stopped_at=stopped_at)
 
-        src = read_source(path, max_line=limit, max_total=self.settings.max_file_bytes)
+        consumed = int(seen.get("consumed") or 0)
+        src = read_source(path, max_line=limit, max_total=self.settings.max_file_bytes,
+                          checkpoint=consumed or None)
+        stamp = {"size": stat.st_size, "mtime": stat.st_mtime_ns, "target": self.target}
         broken = src.corrupt or ("the zstd stream ends inside a frame (truncated)"
                                  if src.truncated_frame else None)
         if src.complete_end == 0 and broken:
             return [], [whole_file(INGEST_CORRUPT_COMPRESSION,
-                                   f"{broken}; no complete line could be decoded")]
+                                   f"{broken}; no complete line could be decoded")], \
+                {**seen, **stamp}
         kind = fmt if fmt != "auto" else detect_format(path, src.text, self.detect)
         if kind != "dsh" and kind not in self.importers:
             return [], [whole_file(INGEST_UNSUPPORTED_FORMAT, f"no importer for format {kind!r} "
-                                   "(kept whole: the file's bytes)")]
+                                   "(kept whole: the file's bytes)")], \
+                {**seen, **stamp, "format": kind}
+        # A whole-document format is rewritten whole as it grows: judged on its events, not bytes.
         whole = kind != "dsh" and getattr(self.importers[kind], "whole_document", False) is True
-        plan = plan_reading(src, None, whole=whole)
+        if whole:
+            consumed = 0
+        if consumed and src.checkpoint_digest != seen.get("prefixHash"):
+            report.rewritten.append(key)
+            return [], [whole_file(INGEST_REWRITTEN_SOURCE, REWRITTEN_REASON)], \
+                {**seen, **stamp, "format": kind}
+        # lines read before: recorded, or (a native entry of an older shipper) counted
+        before = int(seen["lines"]) if "lines" in seen else src.text.count(b"\n", 0, consumed)
+        plan = plan_reading(src, {"lines": before} if before and not whole else None,
+                            whole=whole)
         if kind == "dsh":
-            records, rejections = self._native(src, plan, report)
+            records, rejections, extra = self._native(src, plan, seen, report)
         else:
-            imported = self._imported(key, src, plan, kind, report)
+            imported = self._imported(key, path, src, plan, kind, seen, report)
             if isinstance(imported, BaseException):
                 exc = imported
                 return [], [whole_file(INGEST_IMPORTER_FAILED, (
                     f"the {kind} importer failed ({type(exc).__name__}: {str(exc)[:200]}); "
-                    "kept whole, retried on the next ingest"))]
-            records, rejections = imported
+                    "kept whole, retried on the next ingest"))], None
+            records, rejections, extra = imported
         if src.over_limit:
             rejections.append(whole_file(
                 INGEST_FILE_TOO_LARGE, f"reading stopped after {self.settings.max_file_bytes} "
@@ -217,22 +265,27 @@ class KafkaBackend:
             report.pending += 1
             report.lines += 1
             report.pending_sources.append(key)
-        return records, rejections
+        entry = {**seen, **extra, **stamp, "format": kind, "consumed": plan.end,
+                 "prefixHash": plan.digest, "lines": plan.last_line, "pending": plan.pending}
+        return records, rejections, entry
 
-    def _native(self, src: SourceText, plan: ReadPlan,
-                report: IngestReport) -> tuple[list[tuple[bytes, bytes]], list[Rejection]]:
-        """Every planned line under the header's session id (a bad header still goes out,
+    def _native(self, src: SourceText, plan: ReadPlan, seen: dict[str, Any],
+                report: IngestReport,
+                ) -> tuple[list[tuple[bytes, bytes]], list[Rejection], dict[str, Any]]:
+        """Every new planned line under the header's session id (a bad header still goes out,
         under an empty key, to be parked by the fold); a line over the cap is parked here as a
         bounded record (never read whole; the fold then parks the session's later lines as
         INGEST_SEQ_GAP)."""
         lines = planned_lines(src, plan)
-        key = b""
+        session = seen.get("sessionId") if plan.first_line > 1 else None
         if lines and lines[0][0] == 1 and lines[0][1] is not None:
             with contextlib.suppress(ValueError):
                 head = orjson.loads(lines[0][1])
                 if isinstance(head, dict) and isinstance(head.get("id"), str):
-                    key = head["id"].encode("utf-8")
-                    report.sessions.add(head["id"])
+                    session = head["id"]
+        key = str(session).encode("utf-8") if isinstance(session, str) else b""
+        if isinstance(session, str):
+            report.sessions.add(session)
         records: list[tuple[bytes, bytes]] = []
         rejections: list[Rejection] = []
         for number, line in lines:
@@ -248,37 +301,57 @@ class KafkaBackend:
             else:  # published; the fold judges it
                 report.lines_accepted += 1
                 report.events_added += 1
-        return records, rejections
+        return records, rejections, {"sessionId": session}
 
-    def _imported(self, source: str, src: SourceText, plan: ReadPlan, kind: str,
-                  report: IngestReport,
-                  ) -> tuple[list[tuple[bytes, bytes]], list[Rejection]] | BaseException:
-        """The importer's sessions (header, then events) as records, with the lines the edge
-        screened out and the importer's rejections; the exception if the importer failed."""
+    def _imported(self, source: str, path: Path, src: SourceText, plan: ReadPlan, kind: str,
+                  seen: dict[str, Any], report: IngestReport,
+                  ) -> tuple[list[tuple[bytes, bytes]], list[Rejection], dict[str, Any]] \
+            | BaseException:
+        """What the importer's sessions add beyond what this file published (headers first),
+        with the lines the edge screened out and the importer's rejections of new lines; the
+        exception if the importer failed."""
         text, screened = screen_foreign(src, plan, self.settings.max_event_bytes)
+        importer = self.importers[kind]
+        whole = getattr(importer, "whole_document", False) is True
+        # Optional `resume` (Aider): a grown file is mapped as a continuation of the lines
+        # published before, numbered after each session's published events.
+        resume = getattr(importer, "resume", None)
+        done = plan.first_line - 1
+        published = dict(seen.get("published") or {})
         try:
-            imported = checked_import(self.importers[kind](text, source))
+            imported = checked_import(
+                resume(text, source, done, lambda sid: int(published.get(sid, -1)) + 1)
+                if resume is not None and done > 0 else importer(text, source))
         except Exception as exc:  # an importer bug must not end the run or lose the file
             log_exception(exc, self.settings.data_dir,
                           context=f"importer {kind} failed on {source}")
             return exc
-        records: list[tuple[bytes, bytes]] = []
-        rejections: list[Rejection] = []
-        for header, events, rejected in imported:
-            sid = str(header["id"])
-            report.sessions.add(sid)
-            key = sid.encode("utf-8")
-            records.append((key, encode_event_value(header)))
-            records.extend((key, encode_event_value(e)) for e in events)
-            report.events_added += len(events)
-            rejections.extend(rejected)
+        extra: dict[str, Any] = {k: seen[k] for k in ("published", "chains", "keys")
+                                 if k in seen}
+        fresh = fresh_records(imported, extra, resumed=resume is not None and done > 0,
+                              whole=whole, first_line=plan.first_line)
+        report.sessions.update(fresh.sessions)
+        report.events_added += fresh.events
+        rejections = [*fresh.rejections, *(r for r in screened if r.line >= plan.first_line)]
+        for sid, seq in fresh.conflicts[:1]:
+            # What this file published before is not a prefix of this import: it was
+            # rewritten, or an older importer version mapped it. Reported once per file, with
+            # the file's bytes, as the embedded ingest does.
+            report.rewritten.append(source)
+            report.lines += 1
+            report.parked_lines += 1
+            rejections.append(whole_file_rejection(path, INGEST_REWRITTEN_SOURCE, (
+                f"session {sid}: seq {seq} imported before differs from a new import of this "
+                "file (the file was rewritten, or an older importer version imported it); not "
+                "merged: see streams/importers/MAPPING.md, Re-importing"),
+                min(self.settings.max_event_bytes, DEAD_LETTER_FILE_BYTES)))
         # the same line accounting as the embedded edge: a line taken is parked or imported
         taken = {n for n, _ in planned_lines(src, plan)}
-        parked_now = len(taken & {r.line for r in (*rejections, *screened)})
+        parked_now = len(taken & {r.line for r in rejections})
         report.lines += len(taken)
         report.parked_lines += parked_now
         report.lines_accepted += len(taken) - parked_now
-        return records, [*rejections, *screened]
+        return fresh.records, rejections, extra
 
     async def _publish(self, producer: EventProducer, records: Sequence[tuple[bytes, bytes]],
                        source: str, rejections: Sequence[Rejection]) -> None:

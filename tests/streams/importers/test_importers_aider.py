@@ -202,28 +202,32 @@ def test_recall_ingest_of_a_growing_history_adds_each_line_once(tmp_path: Path) 
     assert report["eventsAdded"] == 2 and report["parkedLines"] == 0  # step/start + the prompt
 
 
-def test_the_fleet_shipper_publishes_each_line_once(tmp_path: Path) -> None:
-    """`recall watch` with RECALL_BROKER: the shipper resumes after the lines it shipped (its
-    state per file), so a run cut by a read goes out as the first part, then the rest; a
-    partial last line waits for its newline. (Publishing itself is the Kafka suite's.)"""
-    from streams.importers import IMPORTERS
-    from streams.ingest import IngestReport
-    from streams.shipper import Shipper
+def test_the_kafka_ingest_publishes_each_line_once(tmp_path: Path) -> None:
+    """`recall ingest`/`recall watch` over Kafka: what a file published is kept per file, so a
+    grown history resumes after the lines published before (a run cut by a read goes out as
+    the first part, then the rest) and an unchanged one publishes nothing. (The edge holds a
+    partial last line back; publishing itself is the Kafka suite's.)"""
+    from streams.sent import fresh_records
 
     data = agent(AIDER)
-    shipper = Shipper(None, tmp_path, max_event_bytes=1 << 20, max_file_bytes=1 << 30,
-                      importers=IMPORTERS, detect=None)
     seen: dict[str, Any] = {}
     sent: dict[str, list[dict[str, Any]]] = {}
     lines = data.split(b"\n")
-    for text in (b"\n".join(lines[:43]) + b"\n> Aider v0.8",  # mid-run, and half a line
-                 b"\n".join(lines[:61]) + b"\n", data, data):
-        records, rejections = shipper._foreign(SOURCE, text, "aider", seen, IngestReport())
-        assert rejections == []
-        for key, value in records:
+    done = 0
+    for text in (b"\n".join(lines[:43]) + b"\n", b"\n".join(lines[:61]) + b"\n", data, data):
+        published = dict(seen.get("published") or {})
+        imported = (resume_aider(text, SOURCE, done, lambda sid, p=published: p.get(sid, -1) + 1)
+                    if done else import_aider(text, SOURCE))
+        fresh = fresh_records(imported, seen, resumed=done > 0, whole=False,
+                              first_line=done + 1)
+        assert fresh.rejections == [] and fresh.conflicts == []
+        if text is data and done == data.count(b"\n"):
+            assert fresh.records == []  # unchanged: nothing again
+        for key, value in fresh.records:
             event = orjson.loads(value)
             if event["type"] != "session":
                 sent.setdefault(key.decode(), []).append(event)
+        done = text.count(b"\n")
     full = {s.header["id"]: s.events for s in import_aider(data, SOURCE)}
     assert list(sent) == list(full)
     for sid, events in sent.items():
