@@ -91,8 +91,8 @@ def _hits(recall: Recall, text: str) -> list[tuple[str, int]]:
 def test_kafka_ingest_of_grown_files_equals_the_embedded_ingest(
         settings: Settings, worker_factory: Callable[..., WorkerProcess], tmp_path: Path) -> None:
     files_root = tmp_path / "agents"
-    # A Gemini tool result maps to an event over the suite's 4 KiB cap: the embedded store
-    # keeps an imported event of any size while the fold parks its line, so both get 1 MiB.
+    # A Gemini tool result maps to an event over the suite's 4 KiB cap (parked by both runtimes:
+    # the next test); here nothing is parked.
     cap = 1 << 20
     settings = settings.model_copy(update={"max_event_bytes": cap})
     local = settings.model_copy(update={"broker": None, "data_dir": tmp_path / "embedded"})
@@ -122,4 +122,30 @@ def test_kafka_ingest_of_grown_files_equals_the_embedded_ingest(
             assert found == _hits(embedded, text), text
         # nothing was parked: no conflicting revision of what step 1 published
         assert [d["code"] for d in kafka.dead_letters()] == []
+        assert kafka.index_digest() == embedded.index_digest()
+
+
+def test_an_imported_event_over_the_cap_is_parked_by_both_runtimes(
+        settings: Settings, worker_factory: Callable[..., WorkerProcess], tmp_path: Path) -> None:
+    """The cap on a log line holds for imported events: the fold parks the line, the embedded
+    store the event, and both keep the same events (one Gemini tool result maps to ~6 KiB)."""
+    cap = 4096
+    settings = settings.model_copy(update={"max_event_bytes": cap})
+    local = settings.model_copy(update={"broker": None, "data_dir": tmp_path / "embedded"})
+    worker = worker_factory(RECALL_MAX_EVENT_BYTES=cap)
+    source = tmp_path / "chats" / GEMINI.name
+    source.parent.mkdir(parents=True)
+    source.write_bytes(GEMINI.read_bytes())
+    with Recall.open(settings=local) as embedded, \
+            Recall.connect(str(settings.broker), settings=settings) as kafka:
+        kafka.ingest([source])
+        embedded.ingest([source])
+        counts = {s["header"]["id"]: len(embedded.read_session(s["header"]["id"])["events"])
+                  for s in embedded.list_sessions()}
+        _wait_indexed(kafka, counts, worker)
+        deadline = time.time() + 60
+        while not kafka.dead_letters() and time.time() < deadline:
+            time.sleep(0.5)
+        for recall in (embedded, kafka):
+            assert [d["code"] for d in recall.dead_letters()] == ["INGEST_OVERSIZED_EVENT"]
         assert kafka.index_digest() == embedded.index_digest()

@@ -232,3 +232,26 @@ def test_the_current_step_clamp_works_on_imported_sessions(tmp_path: Path, name:
         assert "no step to search before" not in text
         seqs = [int(part.split(" |")[0]) for part in text.split("seq ")[1:]]
         assert seqs and max(seqs) < last_step
+
+
+def test_an_imported_event_over_the_line_cap_is_parked(tmp_path: Path) -> None:
+    """A record under RECALL_MAX_EVENT_BYTES can map to a larger event (data.raw beside the
+    mapped content): it is parked as INGEST_OVERSIZED_EVENT, as the Kafka fold parks its line;
+    the events before it are stored."""
+    source = tmp_path / "chats" / "session-2026-03-18T01-46-50316244.json"
+    source.parent.mkdir()
+    shutil.copy(AGENTS / GEMINI_MAIN, source)
+    with Recall.open(tmp_path / "small", max_event_bytes=4096) as small, \
+            Recall.open(tmp_path / "large") as large:
+        kept = small.ingest([source]).to_json()
+        whole = large.ingest([source]).to_json()
+        letters = small.dead_letters()
+        assert [d["code"] for d in letters] == ["INGEST_OVERSIZED_EVENT"]
+        assert "the limit is 4096" in letters[0]["reason"]
+        assert letters[0]["length"] > 4096  # kept bounded: its length and digest
+        (sid,) = [s["header"]["id"] for s in small.list_sessions()]
+        stored = small.read_session(sid)["events"]
+        assert all(len(orjson.dumps(e)) <= 4096 for e in stored)
+        assert kept["eventsAdded"] == whole["eventsAdded"] - 1 == len(stored)
+        assert stored == large.read_session(sid)["events"][:len(stored)]
+        assert large.dead_letters() == []
