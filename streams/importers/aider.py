@@ -161,11 +161,17 @@ def _strip_text(text: str, kind: str) -> str:
     if "\0" in text:  # the marker below: the regular expressions, which say the same
         body = _LINE_BREAK.sub("", _MARKS[kind].sub("", text))
     else:
-        # A MULTILINE pattern is tried at every character; str.replace scans ~10x faster. A
-        # `mark ` prefix becomes NUL first, so the prefix-less pass cannot reach a second mark.
-        mark = "####" if kind == "prompt" else ">"
-        body = ("\n" + text).replace(f"\n{mark} ", "\n\0").replace(f"\n{mark}", "\n") \
-            .replace("\n\0", "\n").replace("  \n", "\n")[1:]
+        # A MULTILINE pattern is tried at every character; str.replace scans ~10x faster. Where
+        # a mark lacks its space, `mark ` becomes NUL first, so the pass for a bare mark cannot
+        # reach a second mark (`> > quoted`).
+        mark = "\n####" if kind == "prompt" else "\n>"
+        body = "\n" + text
+        spaced = mark + " "
+        if body.count(mark) == body.count(spaced):  # every mark has its space (the usual case)
+            body = body.replace(spaced, "\n")
+        else:
+            body = body.replace(spaced, "\n\0").replace(mark, "\n").replace("\n\0", "\n")
+        body = body.replace("  \n", "\n")[1:]
         if body.endswith("  "):
             body = body[:-2]
     return body.rstrip() if kind == "prompt" else body.strip("\n").rstrip()

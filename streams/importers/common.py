@@ -264,13 +264,15 @@ def feed_each(lines: Iterable[SourceLine], feed: Callable[[SourceLine], None],
     the file still imports. Events it produced before failing stay (they passed the fold).
     A record that produced nothing and was not parked (an empty message, say) is kept as a
     log-only `unmapped` event, so every record is either in the log or in the dead letters."""
+    rejections = emitter.rejections
     for line in lines:
-        parked = len(emitter.rejections)
+        parked = len(rejections)
         try:
             feed(line)
         except Exception as exc:  # one bad record must never stop the file
             emitter.reject(line, INGEST_SCHEMA_VIOLATION, shape_error(exc))
-        if emitter.kept_line != line.number and len(emitter.rejections) == parked:
+        # the attribute behind `kept_line` (a property call per record costs a Python frame)
+        if emitter._line_with_raw != line.number and len(rejections) == parked:
             emitter.emit(line, unmapped, emitter.last_time, {})
 
 
