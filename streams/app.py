@@ -15,10 +15,6 @@ from streams.topics import Topics
 BrokerFlavor = Literal["kafka", "tansu"]
 
 
-#: How often the live fold commits its offsets (see faust_options).
-COMMIT_INTERVAL_S = 0.5
-
-
 def faust_options(settings: Settings, *, flavor: BrokerFlavor = "kafka") -> dict[str, Any]:
     """The faust settings we rely on; each one measured in docs/ENGINE-NOTES.md."""
     options: dict[str, Any] = {
@@ -32,10 +28,6 @@ def faust_options(settings: Settings, *, flavor: BrokerFlavor = "kafka") -> dict
         # A rebalance waits this long for known members to rejoin; noida-db waits it out in full
         # for a SIGKILLed member (faust's 60 s default stalled the takeover for a minute).
         "broker_rebalance_timeout": max(10.0, 2 * settings.session_timeout_s),
-        # Offsets committed every 0.5 s (faust: 2.8 s; segments never reach its 10,000-record
-        # count): a replay waits for the fold group's commits to reach the topic's end, and
-        # finished up to 2.8 s after the fold did. A commit flushes the producer first.
-        "broker_commit_interval": COMMIT_INTERVAL_S,
         "topic_partitions": settings.shards,
         "topic_replication_factor": 1,
         # tansu has no InitProducerId, so no transactions; every stage is idempotent instead.

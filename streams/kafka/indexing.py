@@ -13,7 +13,6 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListen
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 
 from indexer import QueryService, ShardSet, SourceConflict
-from indexer.digester import HELPERS
 from projections.errors import InputRejected, RecallError
 from projections.records import IndexRecord
 from streams.codec import (
@@ -41,8 +40,8 @@ BATCH_MAX = 1000
 #: Shard requests answered in a thread (reader connections of their own, one WAL snapshot per
 #: shard) while indexing goes on: a digest re-folds every session of the shard (~0.3 s of CPU
 #: per 25k events), and answered in the loop it held the index role's writes up for seconds.
-#: Up to `HELPERS` at once: a large index's shards are digested by that many helper processes
-#: (indexer/digester.py), one per core.
+#: One at a time, in this process: the digest helpers (indexer/digester.py) would take both
+#: cores from indexing (see streams.kafka.query.answer_shard_request).
 IN_THREAD_OPS = frozenset({"shard.digest"})
 
 
@@ -108,9 +107,9 @@ class DocumentIndexer:
         self.shard_topic = self.topics.shard_requests
         self.query: QueryService | None = None
         self._taken = FirstSight()
-        #: Answers running in a thread (IN_THREAD_OPS), up to HELPERS at a time.
+        #: Answers running in a thread (IN_THREAD_OPS), one at a time.
         self._answering: set[asyncio.Task[None]] = set()
-        self._thread_slot = asyncio.Semaphore(HELPERS)
+        self._thread_slot = asyncio.Semaphore(1)
         self.loop = PartitionLoop(self.consumer, self, compacted=True)
 
     @classmethod

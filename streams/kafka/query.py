@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from indexer import QueryService, ShardSet
-from indexer.digest import combine_digests, large_index, session_digests
+from indexer.digest import combine_digests, session_digests
 from indexer.routing import shard_of
 from indexer.scatter import (
     Coordinator,
@@ -64,8 +64,11 @@ def answer_shard_request(shards: ShardSet, query: QueryService, op: str,
         return answer_shard_listing(shard, args.get("filters"), int(args["liveSince"]))
     if op == "shard.headers":
         return answer_shard_headers(shard)
-    if op == "shard.digest":  # by a helper process when this worker's index is large
-        return session_digests([shard], parallel=large_index(shards.shards))
+    if op == "shard.digest":
+        # In this process, one shard at a time: the index role keeps a core for indexing (with
+        # the digest helpers on both cores, the generation switch right after a reindex, whose
+        # reply carries a digest, took 5-7 s instead of 3.4: bench/pipeline.py)
+        return session_digests([shard], parallel=False)
     answered = answer_shard_op(shard, op, args)  # the listing's summary-title questions
     if answered is not None:
         return answered
