@@ -61,8 +61,12 @@ N = 200,000 events (+800 headers), native JSONL, ~60 MB.
    once; the fold role restarts from the earliest offsets and the index role rebuilds every
    shard. `replay_startup_s`: from the call to the CreateTime of generation 3's first documents
    record (the fold role's restart: a fixed cost, like the pipeline's startup in 4);
-   `replay_work_s`: from that record to the job's progress callback reporting the index
-   group's commits at the topic ends (polled every 0.2 s). `replay_s` is the whole call
+   `replay_work_s`: from that record to the first poll (every 50 ms, read-only sqlite3 over the
+   worker's generation-3 shard files) that counts all N event rows — the pipeline's window of 4,
+   so the two rates compare like with like; `replay_work_until_committed_s` ends instead when the
+   job's progress callback reports the index group's commits at the topic ends (the job polls
+   them every 0.2 s, after its fold-group wait and a read of the log ends, each with a consumer
+   of its own: ~1 s more here). `replay_s` is the whole call
    (startup, work, the query role's switch, the digest). The digests of generations 1, 2 and 3
    must equal the embedded build's, or the suite fails.
 10. `pipeline_events_per_s_single_records`: the same corpus produced one line per record (as an
@@ -398,7 +402,7 @@ class Suite:
                 if digest != self.expected:
                     raise RuntimeError(f"pipeline digest {digest} != embedded {self.expected}")
                 out.update(self._idle_cpu(worker))
-                out.update(self._jobs(recall, settings, worker))
+                out.update(self._jobs(recall, settings, worker, data_dir))
                 # generation 3 is live now (the replay's)
                 live = Topics(prefix, SHARDS, 3)
                 out.update(self._probe(recall, live, worker))
@@ -508,7 +512,8 @@ class Suite:
             out[f"changelog_records_per_event_{name}"] = round(counts[sid] / size, 3)
         return out
 
-    def _jobs(self, recall: Recall, settings: Settings, worker: WorkerProcess) -> dict[str, Any]:
+    def _jobs(self, recall: Recall, settings: Settings, worker: WorkerProcess,
+              data_dir: Path) -> dict[str, Any]:
         start = time.perf_counter()
         before = recall.index_digest()
         digest_s = time.perf_counter() - start
@@ -523,14 +528,20 @@ class Suite:
                                f"{worker.log_tail()}")
         build_s = switch.swapped - switch.started
         caught_up = _CaughtUp()
+        rows = _RowWatch(data_dir, 3, self.events)
+        rows.start()
         called = time.time()
         start = time.perf_counter()
         replayed = recall.replay(caught_up)
         replay_s = time.perf_counter() - start
+        rows.join(60)
+        if not rows.at:
+            raise RuntimeError(f"generation 3's shards never held {self.events} events "
+                               f"after the replay\n{worker.log_tail()}")
         first_doc = asyncio.run(first_timestamp_ms(self.broker.bootstrap,
                                                    Topics(settings.topic_prefix, SHARDS,
                                                           3).documents)) / 1000
-        replay_work_s = caught_up.at - first_doc
+        replay_work_s = rows.at - first_doc
         # the switch probe's session is produced at the swap: the reindex's digest (read once
         # the query role serves generation 2) may or may not have it yet; the replay's has it
         if not (reindexed["digest"] in (before["digest"], replayed["digest"])
@@ -546,6 +557,7 @@ class Suite:
             "replay_events_per_s": round(events / replay_work_s),
             "replay_s": round(replay_s, 2),
             "replay_work_s": round(replay_work_s, 2),
+            "replay_work_until_committed_s": round(caught_up.at - first_doc, 2),
             "replay_startup_s": round(first_doc - called, 2),
             "index_digest_s": round(digest_s, 2),
         }
@@ -617,6 +629,29 @@ class _SwitchWatch(threading.Thread):
                         return
         finally:
             await consumer.stop()
+
+
+class _RowWatch(threading.Thread):
+    """The wall-clock time (epoch s) of the first poll (every 50 ms, read-only) that counts
+    `events` rows in generation `generation`'s shard files: the end of the pipeline's window
+    (measurement 4), applied to a job."""
+
+    def __init__(self, data_dir: Path, generation: int, events: int) -> None:
+        super().__init__(daemon=True)
+        self.data_dir, self.generation, self.events = data_dir, generation, events
+        self.at = 0.0
+
+    def run(self) -> None:
+        counter = ShardCounter(self.data_dir, self.generation)
+        deadline = time.monotonic() + WAIT_TIMEOUT_S
+        try:
+            while time.monotonic() < deadline:
+                if counter.count() >= self.events:
+                    self.at = time.time()
+                    return
+                time.sleep(0.05)
+        finally:
+            counter.close()
 
 
 class _CaughtUp:
