@@ -64,9 +64,9 @@ N = 200,000 events (+800 headers), native JSONL, ~60 MB.
    `replay_work_s`: from that record to the first poll (every 50 ms, read-only sqlite3 over the
    worker's generation-3 shard files) that counts all N event rows — the pipeline's window of 4,
    so the two rates compare like with like; `replay_work_until_committed_s` ends instead when the
-   job's progress callback reports the index group's commits at the topic ends (the job polls
-   them every 0.2 s, after its fold-group wait and a read of the log ends, each with a consumer
-   of its own: ~1 s more here). `replay_s` is the whole call
+   job's progress callback reports the index group's commits at the topic ends (the job looks
+   every 50 ms, after its fold-group wait — faust commits on its own interval — and a read of
+   the log ends: 0.7–1.2 s more here). `replay_s` is the whole call
    (startup, work, the query role's switch, the digest). The digests of generations 1, 2 and 3
    must equal the embedded build's, or the suite fails.
 10. `pipeline_events_per_s_single_records`: the same corpus produced one line per record (as an
@@ -528,7 +528,7 @@ class Suite:
                                f"{worker.log_tail()}")
         build_s = switch.swapped - switch.started
         caught_up = _CaughtUp()
-        rows = _RowWatch(data_dir, 3, self.events)
+        rows = _RowWatch(data_dir, 3, self.events, worker)
         rows.start()
         called = time.time()
         start = time.perf_counter()
@@ -537,7 +537,7 @@ class Suite:
         rows.join(60)
         if not rows.at:
             raise RuntimeError(f"generation 3's shards never held {self.events} events "
-                               f"after the replay\n{worker.log_tail()}")
+                               f"after the replay: {rows.error}")
         first_doc = asyncio.run(first_timestamp_ms(self.broker.bootstrap,
                                                    Topics(settings.topic_prefix, SHARDS,
                                                           3).documents)) / 1000
@@ -632,24 +632,25 @@ class _SwitchWatch(threading.Thread):
 
 
 class _RowWatch(threading.Thread):
-    """The wall-clock time (epoch s) of the first poll (every 50 ms, read-only) that counts
-    `events` rows in generation `generation`'s shard files: the end of the pipeline's window
-    (measurement 4), applied to a job."""
+    """`wait_until` (every 50 ms, read-only) in a thread, until generation `generation`'s shard
+    files count `events` rows: the end of the pipeline's window (measurement 4), applied to a
+    job. `at`: the wall-clock time (epoch s) of that poll; `error`: why it never came."""
 
-    def __init__(self, data_dir: Path, generation: int, events: int) -> None:
+    def __init__(self, data_dir: Path, generation: int, events: int,
+                 worker: WorkerProcess) -> None:
         super().__init__(daemon=True)
-        self.data_dir, self.generation, self.events = data_dir, generation, events
+        self.data_dir, self.generation, self.events, self.worker = (data_dir, generation,
+                                                                     events, worker)
         self.at = 0.0
+        self.error: BaseException | None = None
 
     def run(self) -> None:
         counter = ShardCounter(self.data_dir, self.generation)
-        deadline = time.monotonic() + WAIT_TIMEOUT_S
         try:
-            while time.monotonic() < deadline:
-                if counter.count() >= self.events:
-                    self.at = time.time()
-                    return
-                time.sleep(0.05)
+            self.at = wait_until(lambda: counter.count() >= self.events, self.worker,
+                                 f"{self.events} events in generation {self.generation}")
+        except BaseException as exc:
+            self.error = exc
         finally:
             counter.close()
 
