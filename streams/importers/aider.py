@@ -117,37 +117,39 @@ def _started_ms(stamp: str) -> int | None:
 
 class _RunMapper:
     def __init__(self, started: int) -> None:
-        self.em = Emitter(plain_data=True)
+        self.em = Emitter(plain_appends=True)
         self.clock = TurnClock()
         self.time = started
 
     def feed(self, line: SourceLine) -> None:
-        kind, text, first = line.value["kind"], line.value["text"], line.number
-        origin = line.value.get("continues")  # a continuation keeps its block's turn and step
+        value = line.value
+        kind = value["kind"]
+        em, clock, time = self.em, self.clock, self.time
         if kind == "start":
-            self.em.emit(line, f"{PREFIX}/start", self.time, {})
-        elif kind == "prompt":
-            if origin is None:
-                self.clock.prompt()
-                self.em.open_step(line, self.clock, self.time)
-            self._user(line, f"line-{first}", {"kind": "user"}, _strip_text(text, "prompt"))
-        elif kind == "output":
-            self.clock.break_step()  # what Aider reports back may make the model go again
-            self._user(line, f"line-{first}", {"kind": "plugin", "plugin": OUTPUT_PLUGIN},
-                       _strip_text(text, "output"))
-        else:
-            self.clock.assistant(f"line-{origin or first}")
-            self.em.open_step(line, self.clock, self.time)
-            self.em.emit(line, "assistant/message", self.time, {
-                "turn": self.clock.turn, "step": self.clock.step,
+            em.emit(line, f"{PREFIX}/start", time, {})
+            return
+        first = line.number
+        origin = value.get("continues")  # a continuation keeps its block's turn and step
+        if kind == "reply":
+            clock.assistant(f"line-{origin or first}")
+            em.open_step(line, clock, time)
+            em.emit(line, "assistant/message", time, {
+                "turn": clock.turn, "step": clock.step,
                 "message": {"id": f"line-{first}", "role": "assistant",
-                            "content": [{"type": "text", "text": text.strip()}]}},
+                            "content": [{"type": "text", "text": value["text"].strip()}]}},
                 op="append")
-
-    def _user(self, line: SourceLine, mid: str, source: dict[str, Any], text: str) -> None:
-        self.em.emit(line, "user/message", self.time, {
-            "id": mid, "role": "user", "source": source,
-            "content": [{"type": "text", "text": text}]}, op="append")
+            return
+        if kind == "prompt":
+            source: dict[str, Any] = {"kind": "user"}
+            if origin is None:
+                clock.prompt()
+                em.open_step(line, clock, time)
+        else:
+            source = {"kind": "plugin", "plugin": OUTPUT_PLUGIN}
+            clock.break_step()  # what Aider reports back may make the model go again
+        em.emit(line, "user/message", time, {
+            "id": f"line-{first}", "role": "user", "source": source,
+            "content": [{"type": "text", "text": _strip_text(value["text"], kind)}]}, op="append")
 
 
 _MARKS = {"prompt": re.compile(r"^#### ?", re.MULTILINE), "output": re.compile(r"^> ?", re.MULTILINE)}
@@ -206,16 +208,16 @@ def _import(data: bytes, source_name: str, done: int,
     leading: list[Rejection] = []
     runs: list[tuple[dict[str, Any], list[SourceLine]]] = []
     used: dict[str, int] = {}
-    for block in _blocks(text, done):
-        body = "\n".join(block.lines)
-        if block.origin and not body.strip():
+    for kind, first, block_lines, origin in _blocks(text, done):  # unpacked: no attribute reads
+        body = "\n".join(block_lines)
+        if origin and not body.strip():
             continue  # a continuation made only of a reply's paragraph breaks
-        value: dict[str, Any] = {"kind": block.kind, "text": body}
-        if block.origin:
-            value["continues"] = block.origin
-        line = _new(SourceLine, (block.first, body.encode("utf-8"), value))
-        if block.kind == "start":
-            match = _START.match(block.lines[0])
+        value: dict[str, Any] = {"kind": kind, "text": body}
+        if origin:
+            value["continues"] = origin
+        line = _new(SourceLine, (first, body.encode("utf-8"), value))
+        if kind == "start":
+            match = _START.match(block_lines[0])
             assert match is not None
             stamp = match.group(1)
             compact = stamp.replace("-", "").replace(" ", "").replace(":", "")
@@ -227,7 +229,7 @@ def _import(data: bytes, source_name: str, done: int,
         elif runs:
             runs[-1][1].append(line)
         else:
-            leading.append(Rejection(block.first, INGEST_SCHEMA_VIOLATION,
+            leading.append(Rejection(first, INGEST_SCHEMA_VIOLATION,
                                      "text before the first `# aider chat started at` line",
                                      line.raw))
     for header, lines in runs:

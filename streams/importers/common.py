@@ -15,7 +15,7 @@ from projections.errors import (
     INGEST_SCHEMA_VIOLATION,
     InputRejected,
 )
-from projections.events import KNOWN_EVENT_TYPES, MAX_SAFE_INTEGER, parse_event
+from projections.events import KNOWN_EVENT_TYPES, MAX_SAFE_INTEGER, SURFACE_TYPES, parse_event
 from projections.logformat import LogBuilder, Rejection, split_lines
 from streams.importers.turns import TurnClock
 
@@ -168,13 +168,17 @@ class Emitter:
     """Builds one session's events through `LogBuilder.feed_event`, so every emitted event has
     passed the same fold the store applies; an event that would break it is parked instead."""
 
-    def __init__(self, *, plain_data: bool = False) -> None:
-        """`plain_data`: the importer builds every event's data only from strings it decoded
-        and integers it counts itself (no value parsed from JSON: Aider's Markdown), so the data
-        is lossless by construction and the per-event walk that looks for unsafe numbers is
-        skipped; the envelope's time is still checked and every event still passes the fold."""
+    def __init__(self, *, plain_appends: bool = False) -> None:
+        """`plain_appends`: the importer builds every event's data only from strings it
+        decoded and integers it counts itself (no value parsed from JSON: Aider's Markdown), and
+        every event only appends: a message with surfaceOp `append`, anything else with none, no
+        sourceEventSeqs, its seq the next one. Such an event cannot fail the lossless walk (that
+        looks for unsafe numbers) nor the fold, so both are skipped; the envelope's time is still
+        checked, the append-only shape is enforced (anything else is a mapper bug: ValueError,
+        so the record is parked), and the store's fold still checks every event at ingest
+        (`streams/ingest.py`)."""
         self._builder = LogBuilder()
-        self._plain_data = plain_data
+        self._plain_appends = plain_appends
         self.rejections: list[Rejection] = []
         self._line_with_raw: int | None = None
         self.last_time = 0
@@ -190,10 +194,13 @@ class Emitter:
 
     @property
     def next_seq(self) -> int:
-        return self._builder.log.state.next_seq
+        log = self._builder.log
+        return len(log.events) if self._plain_appends else log.state.next_seq
 
     def nodes(self) -> list[int]:
         """The current surface, in model order."""
+        if self._plain_appends:  # appends only: the surface is every message, in log order
+            return [e["seq"] for e in self._builder.log.events if e["type"] in SURFACE_TYPES]
         return self._builder.log.state.nodes
 
     def emit(self, line: SourceLine, kind: str, time: int, data: dict[str, Any], *,
@@ -208,7 +215,9 @@ class Emitter:
             data = {**data, "sourceKey": key}
         if with_raw and self._line_with_raw != line.number:
             data = {**data, "raw": line.value}
-        seq = self._builder.log.state.next_seq
+        log = self._builder.log
+        plain = self._plain_appends
+        seq = len(log.events) if plain else log.state.next_seq
         event: dict[str, Any] = {"type": kind, "seq": seq, "time": time, "data": data}
         if op is not None:
             event["surfaceOp"] = op
@@ -217,9 +226,13 @@ class Emitter:
         if kind not in KNOWN_EVENT_TYPES:
             event["ignorable"] = True
         try:
-            if self._plain_data and type(time) is int \
-                    and -MAX_SAFE_INTEGER <= time <= MAX_SAFE_INTEGER and kind:
-                self._builder.feed_event(event)  # type and seq are ours; data: see __init__
+            if plain:  # see __init__
+                if sources is not None or op != ("append" if kind in SURFACE_TYPES else None):
+                    raise ValueError(f"{kind} at seq {seq} is not a plain append")
+                if type(time) is not int or not -MAX_SAFE_INTEGER <= time <= MAX_SAFE_INTEGER \
+                        or not kind:
+                    parse_event(event)  # the envelope's own rejection
+                log.events.append(event)
             else:
                 self._builder.feed_event(parse_event(event))
         except InputRejected as exc:

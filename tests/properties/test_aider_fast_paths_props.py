@@ -1,8 +1,9 @@
 """The Aider importer's fast paths equal the straightforward implementations they replaced.
 
 References kept verbatim as oracles: `_strip_text` (two MULTILINE regular expressions), `_blocks`
-(one list append per line). And the emitter's `plain_data` shortcut is sound for Aider: every
-event it lets through without the lossless walk passes the full envelope schema check.
+(one list append per line). And the emitter's `plain_appends` shortcut is sound for Aider: every
+event it lets through without the lossless walk and the fold passes the full envelope schema
+check, and each session's events fold (the store folds them again at ingest).
 """
 
 from __future__ import annotations
@@ -14,7 +15,8 @@ from dataclasses import dataclass
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from projections.events import parse_event
+from projections.events import SURFACE_TYPES, parse_event
+from projections.fold import fold_surface
 from streams.importers.aider import _blocks, _hash_kind, _strip_text, import_aider, resume_aider
 
 _OUTPUT_MARK = re.compile(r"^> ?", re.MULTILINE)
@@ -105,10 +107,15 @@ def test_blocks_equal_the_line_by_line_reference(text: str, cut: int) -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(_history, st.integers(min_value=0, max_value=45))
-def test_plain_data_events_pass_the_full_schema_check(text: str, cut: int) -> None:
+def test_plain_append_events_pass_the_schema_check_and_the_fold(text: str, cut: int) -> None:
     data = ("# aider chat started at 2025-07-15 11:38:37\n" + text).encode("utf-8")
-    sessions = [*import_aider(data, "/w/.aider.chat.history.md"),
-                *resume_aider(data, "/w/.aider.chat.history.md", cut, lambda _sid: 7)]
-    for session in sessions:
-        for event in session.events:
-            assert parse_event(event) is event
+    for base, sessions in ((0, import_aider(data, "/w/.aider.chat.history.md")),
+                           (7, resume_aider(data, "/w/.aider.chat.history.md", cut,
+                                            lambda _sid: 7))):
+        for session in sessions:
+            for event in session.events:
+                assert parse_event(event) is event
+            folded = fold_surface(session.events, base_seq=base)
+            assert folded.nodes == [e["seq"] for e in session.events
+                                    if e["type"] in SURFACE_TYPES]
+            assert folded.replacements == []
