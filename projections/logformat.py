@@ -77,7 +77,8 @@ class ParsedLog:
     events: list[dict[str, Any]] = field(default_factory=list)
     rejections: list[Rejection] = field(default_factory=list)
     state: SurfaceState = field(default_factory=SurfaceState)
-    #: The fold step of each accepted event, so consumers need not fold twice.
+    #: The fold step of each accepted event, so consumers need not fold twice (empty from a
+    #: builder made with `keep_steps=False`).
     steps: list[Step] = field(default_factory=list)
     #: Each accepted event's serialization (orjson's compact JSON) when its line already was
     #: exactly that (the common case), else None: the store and the index keep these bytes
@@ -158,8 +159,13 @@ class LogBuilder:
     """Accepts a session's lines one at a time; the shared path of files, tailers and importers."""
 
     def __init__(self, *, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES,
-                 header: dict[str, Any] | None = None, state: SurfaceState | None = None) -> None:
+                 header: dict[str, Any] | None = None, state: SurfaceState | None = None,
+                 keep_steps: bool = True) -> None:
+        """`keep_steps=False`: `log.steps` stays empty, for callers that use only the events
+        (each step holds its state's page tuples: a long session's steps hold a quadratic number
+        of references, all of them work for the garbage collector)."""
         self.max_event_bytes = max_event_bytes
+        self.keep_steps = keep_steps
         self.log = ParsedLog(header=header, state=state or SurfaceState())
         self.blocked = False
         #: The seq of this builder's first event: an event below it is the caller's business
@@ -232,7 +238,8 @@ class LogBuilder:
         except FoldError as exc:
             raise InputRejected(exc.message, code=INGEST_INVALID_SURFACE) from exc
         log.state = step.state
-        log.steps.append(step)
+        if self.keep_steps:
+            log.steps.append(step)
         log.events.append(event)
         log.raws.append(raw)
 

@@ -177,7 +177,7 @@ class Emitter:
         checked, the append-only shape is enforced (anything else is a mapper bug: ValueError,
         so the record is parked), and the store's fold still checks every event at ingest
         (`streams/ingest.py`)."""
-        self._builder = LogBuilder()
+        self._builder = LogBuilder(keep_steps=False)  # importers hand on only the events
         self._plain_appends = plain_appends
         self.rejections: list[Rejection] = []
         self._line_with_raw: int | None = None

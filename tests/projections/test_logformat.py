@@ -5,11 +5,11 @@ from __future__ import annotations
 import orjson
 import pytest
 import zstandard
-from factories import assistant, checkpoint, header, log_only, user
+from factories import assistant, checkpoint, header, log_only, text_blocks, user
 
 from projections import Event, SessionHeader, parse_log
 from projections.events import check_lossless
-from projections.logformat import dump_log, expand_chunk_row, pack_chunk_row
+from projections.logformat import LogBuilder, dump_log, expand_chunk_row, pack_chunk_row
 
 
 def _lines(*values: object) -> bytes:
@@ -112,3 +112,32 @@ def test_models_reserialize_losslessly() -> None:
 def test_non_lossless_data_is_refused(value: object) -> None:
     with pytest.raises(ValueError):
         check_lossless(value)
+
+
+def _builder_lines() -> list[bytes]:
+    header = {"type": "session", "version": 0, "id": "s-1", "createdAt": 1}
+    events = [
+        {"type": "user/message", "seq": 0, "time": 2, "surfaceOp": "append",
+         "data": {"id": "u", "role": "user", "content": text_blocks("hello")}},
+        {"type": "step/start", "seq": 1, "time": 3, "data": {"turn": 0, "step": 0}},
+        {"type": "assistant/message", "seq": 2, "time": 4,
+         "surfaceOp": {"op": "replace", "start": 0, "end": 0}, "sourceEventSeqs": [0],
+         "data": {"message": {"id": "a", "role": "assistant", "content": text_blocks("sum")}}},
+        {"type": "user/message", "seq": 9, "time": 5, "surfaceOp": "append",
+         "data": {"id": "v", "role": "user", "content": text_blocks("gap")}},
+    ]
+    return [orjson.dumps(v) for v in (header, *events)]
+
+
+def test_a_builder_without_steps_accepts_and_rejects_the_same_lines() -> None:
+    kept, lean = LogBuilder(), LogBuilder(keep_steps=False)
+    for number, line in enumerate(_builder_lines(), start=1):
+        kept.feed_line(number, line)
+        lean.feed_line(number, line)
+    assert lean.log.events == kept.log.events and len(kept.log.events) == 3
+    assert lean.log.state == kept.log.state and kept.log.state.nodes == [2]
+    assert [(r.line, r.code) for r in lean.log.rejections] == \
+        [(r.line, r.code) for r in kept.log.rejections] == [(5, "INGEST_SEQ_GAP")]
+    assert lean.log.raws == kept.log.raws
+    assert [s.state for s in kept.log.steps][-1] == kept.log.state
+    assert lean.log.steps == []
