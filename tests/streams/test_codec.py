@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import orjson
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from factories import assistant, header, user
 
 from projections.errors import (
@@ -193,6 +195,67 @@ def test_an_event_documents_raw_json_comes_back_as_the_same_bytes() -> None:
     tricky = EventRecord("s1", 3, "user/message", 1, Surface.CURRENT, 'a ,"event": b', raw,
                          Replacement(3, 0, 1, (0, 1)))
     line = encode_document(tricky)
-    assert orjson.loads(line)["event"] == orjson.loads(raw)
+    assert orjson.loads(line) == [len(raw), "s1", 3, "user/message", 1, "current",
+                                  'a ,"event": b', tricky.replacement.to_json() if
+                                  tricky.replacement else None, orjson.loads(raw)]
     back = decode_document(line)
     assert back == tricky and isinstance(back, EventRecord) and back.raw == raw
+
+
+def test_event_documents_of_the_object_form_are_still_read() -> None:
+    raw = orjson.dumps(user(3, "q"))
+    record = EventRecord("s1", 3, "user/message", 1003, Surface.CURRENT, "q", raw,
+                         Replacement(3, 0, 1, (0, 1)))
+    old = (b'{"kind":"event","sessionId":"s1","seq":3,"type":"user/message","time":1003,'
+           b'"surface":"current","text":"q","replacement":{"seq":3,"start":0,"end":1,'
+           b'"shadowedSeqs":[0,1]},"event":' + raw + b"}")
+    assert decode_document(old) == record
+    assert decode_documents(old + b"\n" + encode_document(record)) == [
+        (0, old, record), (1, encode_document(record), record)]
+
+
+def test_an_event_document_is_its_fields_then_its_event_and_the_events_length() -> None:
+    back = decode_document(b'[7,"s1",3,"user/message",1,"current","q",null,{"a":1}]')
+    assert back == EventRecord("s1", 3, "user/message", 1, Surface.CURRENT, "q", b'{"a":1}')
+
+
+@pytest.mark.parametrize("line", [
+    b'[5,"s1",3,"user/message",1,"current","q",null,{"a":1}]',  # wrong length
+    b'[8,"s1",3,"user/message",1,"current","q",null,{"a":1}]',  # ditto
+    b'[x,"s1",3,"user/message",1,"current","q",null,{"a":1}]',
+    b'[-7,"s1",3,"user/message",1,"current","q",null,{"a":1}]',
+    b'[7,"s1","3","user/message",1,"current","q",null,{"a":1}]',  # seq not an integer
+    b'[7,"s1",true,"user/message",1,"current","q",null,{"a":1}]',
+    b'[7,"s1",3,"user/message",1,"nowhere","q",null,{"a":1}]',  # no such surface
+    b'[7,"s1",3,"user/message",1,["current"],"q",null,{"a":1}]',
+    b'[7,"s1",3,"user/message",1,"current","q",[1],{"a":1}]',  # replacement not an object
+    b'[7,"s1",3,"user/message",1,"current",null,{"a":1}]',  # a field missing
+    b'[7,"s1",3,"user/message",1,"current","q",null,{"a":1}',  # cut short
+    b'[7,"s1",3,"user/message",1,"current","q",null,["a",1]]',  # the event not an object
+])
+def test_a_malformed_event_document_is_rejected(line: bytes) -> None:
+    with pytest.raises(InputRejected) as caught:
+        decode_document(line)
+    assert caught.value.code == INGEST_SCHEMA_VIOLATION
+
+
+_json = st.recursive(st.none() | st.booleans() | st.integers(-2**53, 2**53) | st.text(),
+                     lambda inner: st.lists(inner, max_size=3)
+                     | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=8)
+_records = st.builds(
+    EventRecord, st.text(min_size=1), st.integers(0, 2**53), st.text(), st.integers(-2**53, 2**53),
+    st.sampled_from(list(Surface)), st.text(),
+    st.dictionaries(st.text(max_size=6), _json, max_size=4).map(orjson.dumps),
+    st.none() | st.builds(Replacement, st.integers(0, 99), st.integers(0, 99),
+                          st.integers(0, 99), st.lists(st.integers(0, 99)).map(tuple)))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_records, min_size=1, max_size=4))
+def test_any_event_documents_round_trip_through_a_packed_record(records: list[EventRecord]) -> None:
+    for record in records:
+        line = encode_document(record)
+        assert orjson.loads(line)[-1] == orjson.loads(record.raw)  # one JSON array
+        assert decode_document(line) == record
+    values = [value for _, value in pack_documents(records, max_bytes=400)]
+    assert [doc for value in values for _, _, doc in decode_documents(value)] == records
