@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import orjson
 import pytest
+from factories import assistant, header, user
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from factories import assistant, header, user
 
 from projections.errors import (
     INGEST_INVALID_UTF8,
