@@ -30,7 +30,8 @@ import queue
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Any
 
 from projections.records import IndexRecord
@@ -60,6 +61,15 @@ SWITCH_INTERVAL_S = 0.0001
 #: gc thresholds while a writer thread runs (generation 0, 1, 2); never lowered.
 BULK_GC_THRESHOLDS = (100_000, 20, 100)
 
+
+def use_bulk_gc() -> None:
+    """BULK_GC_THRESHOLDS for the rest of this process's life: for a process that does nothing
+    but bulk work (a Kafka worker's fold and index roles, which decode, fold and write every
+    event the same way the writer thread's ingest does)."""
+    gc.set_threshold(*(max(a, b) for a, b in zip(gc.get_threshold(), BULK_GC_THRESHOLDS,
+                                                   strict=True)))
+
+
 _switch_lock = threading.Lock()
 _switch_users = 0
 _switch_saved = 0.0
@@ -84,6 +94,17 @@ def _leave_bulk_mode() -> None:
         if _switch_users == 0:
             sys.setswitchinterval(_switch_saved)
             gc.set_threshold(*_gc_saved)
+
+
+@contextmanager
+def bulk_mode() -> Iterator[None]:
+    """The writer thread's switch interval and gc thresholds within the block, for bulk work
+    on the calling thread (a reindex job's fold); nests with writer threads."""
+    _enter_bulk_mode()
+    try:
+        yield
+    finally:
+        _leave_bulk_mode()
 
 
 def merge(batches: Sequence[Batch]) -> Batch:

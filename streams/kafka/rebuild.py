@@ -32,6 +32,7 @@ from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
+from indexer.pipeline import bulk_mode
 from projections.errors import RecallError
 from streams.detectors import build_redactor
 from streams.kafka.fleet import Lineup, ensure_fleet_topics, publish_lineup, read_lineup
@@ -182,31 +183,32 @@ async def fold_generation(settings: Settings, generation: int,
     await table.producer.start()
     await consumer.start()
     try:
-        tps = [TopicPartition(topics.events, p) for p in range(topics.partitions)]
-        consumer.assign(tps)
-        committed = {tp.partition: offset for tp in tps
-                     if (offset := await consumer.committed(tp)) is not None}
-        placed = await loop.place(tps, starts=committed)
-        starts = {tp: placed[tp.partition] for tp in tps}
-        ends = await consumer.end_offsets(tps)
-        while True:
-            total = sum(max(0, ends[tp] - starts[tp]) for tp in tps)
-            batches = await consumer.getmany(timeout_ms=300, max_records=BATCH_MAX)
-            if not batches and not await _behind(consumer, ends):
-                # done when a fetch finds nothing and the reported ends are reached (not the
-                # ends alone: tansu's ListOffsets under-reports them, docs/ENGINE-NOTES.md)
-                later = await consumer.end_offsets(tps)
-                if later == ends:
-                    break
-                ends = later  # events kept arriving: chase them
-                continue
-            if await loop.step(batches):
-                await table.seal()
-                await _commit_recorded(consumer, fold, batches)
-            if progress is not None:
-                positions = await _positions(consumer, tps)
-                progress(min(total, sum(positions[tp] - starts[tp] for tp in tps)), total)
-        return fold.lines
+        with bulk_mode():  # the fold allocates like an ingest (indexer/pipeline.py)
+            tps = [TopicPartition(topics.events, p) for p in range(topics.partitions)]
+            consumer.assign(tps)
+            committed = {tp.partition: offset for tp in tps
+                         if (offset := await consumer.committed(tp)) is not None}
+            placed = await loop.place(tps, starts=committed)
+            starts = {tp: placed[tp.partition] for tp in tps}
+            ends = await consumer.end_offsets(tps)
+            while True:
+                total = sum(max(0, ends[tp] - starts[tp]) for tp in tps)
+                batches = await consumer.getmany(timeout_ms=300, max_records=BATCH_MAX)
+                if not batches and not await _behind(consumer, ends):
+                    # done when a fetch finds nothing and the reported ends are reached (not the
+                    # ends alone: tansu's ListOffsets under-reports them, docs/ENGINE-NOTES.md)
+                    later = await consumer.end_offsets(tps)
+                    if later == ends:
+                        break
+                    ends = later  # events kept arriving: chase them
+                    continue
+                if await loop.step(batches):
+                    await table.seal()
+                    await _commit_recorded(consumer, fold, batches)
+                if progress is not None:
+                    positions = await _positions(consumer, tps)
+                    progress(min(total, sum(positions[tp] - starts[tp] for tp in tps)), total)
+            return fold.lines
     finally:
         await consumer.stop()
         await table.producer.stop()

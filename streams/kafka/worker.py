@@ -21,6 +21,7 @@ from collections.abc import Sequence
 
 import faust
 
+from indexer.pipeline import use_bulk_gc
 from streams.app import build_app
 from streams.kafka import seam
 from streams.kafka.coordinator import QueryCoordinator
@@ -39,6 +40,8 @@ from streams.topics import Topics, bootstrap_servers, ensure_topics
 log = logging.getLogger("recall.worker")
 
 ROLES = ("fold", "index", "query")
+#: Roles that decode, fold or write every event (the query role answers requests).
+BULK_ROLES = ("fold", "index")
 #: Seconds between stats lines; the lines are how an operator sees dead letters pile up.
 STATS_EVERY_S = 5.0
 #: The supervisor hands its settings (CLI flags included) and pid to the role processes.
@@ -126,6 +129,8 @@ def run_role(settings: Settings, role: str, *, loglevel: str = "warning",
         if os.getppid() != int(supervisor):
             raise SystemExit(f"the supervisor of this {role} role is gone")
         watch_parent(int(supervisor), lambda: os.kill(os.getpid(), signal.SIGTERM))
+    if role in BULK_ROLES:
+        use_bulk_gc()  # see indexer/pipeline.py: the same bulk allocation pattern
     if role == "fold":
         _run_fold(settings, loglevel, generation, standby=standby)
     else:

@@ -24,6 +24,7 @@ from pydantic import ValidationError
 
 from indexer import IndexConfig, ShardSet
 from indexer.digest import index_digest
+from indexer.pipeline import BULK_GC_THRESHOLDS, bulk_mode
 from projections.errors import InputRejected
 from projections.events import Event, _rejection_from, parse_event
 from projections.jsonwire import loads_canonical
@@ -189,3 +190,34 @@ def test_the_switch_interval_and_gc_thresholds_are_restored_after_the_pipeline(
             shards.submit(texts_session("a", ["alpha"]), {"store:a": 1})
         assert sys.getswitchinterval() == before
         assert gc.get_threshold() == thresholds
+
+
+def test_bulk_mode_nests_with_a_writer_thread_and_restores_the_thresholds(
+        tmp_path: Path) -> None:
+    before, thresholds = sys.getswitchinterval(), gc.get_threshold()
+    with ShardSet(tmp_path / "idx", IndexConfig(shards=1)) as shards:
+        with bulk_mode():
+            raised = gc.get_threshold()
+            assert raised[0] > thresholds[0] and sys.getswitchinterval() < before
+            with shards.pipeline():  # a writer thread starts and stops inside the block
+                shards.submit(texts_session("a", ["alpha"]), {"store:a": 1})
+            assert gc.get_threshold() == raised
+        assert gc.get_threshold() == thresholds and sys.getswitchinterval() == before
+
+
+@pytest.mark.parametrize(("role", "bulk"), [("fold", True), ("index", True), ("query", False)])
+def test_the_fold_and_index_roles_run_with_the_bulk_gc_thresholds(
+        monkeypatch: pytest.MonkeyPatch, role: str, bulk: bool) -> None:
+    from streams.kafka import worker
+    from streams.settings import Settings
+
+    seen: list[tuple[int, int, int]] = []
+    monkeypatch.setattr(worker, "_run_fold", lambda *a, **k: seen.append(gc.get_threshold()))
+    monkeypatch.setattr(worker, "_run_service", lambda *a, **k: seen.append(gc.get_threshold()))
+    monkeypatch.delenv(worker.SUPERVISOR_ENV, raising=False)
+    thresholds = gc.get_threshold()
+    try:
+        worker.run_role(Settings(broker="127.0.0.1:9"), role)
+    finally:
+        gc.set_threshold(*thresholds)
+    assert seen == [BULK_GC_THRESHOLDS if bulk else thresholds]
