@@ -70,40 +70,6 @@ def _prepare_child() -> None:
     die_with_parent()
 
 
-#: How much lower a standby's CPU priority is while it loads and waits (nice increment): it
-#: starts while the other roles are busy (a takeover during a replay or a reindex starts the
-#: next standby at once), and its imports (~0.6 s of CPU) should take only what they leave.
-STANDBY_NICENESS = 10
-
-
-def priority_restorable(increment: int = STANDBY_NICENESS) -> bool:
-    """Whether a process of this user may raise its priority back after lowering it by
-    `increment` (root, or RLIMIT_NICE allows it): only then is a standby started lowered."""
-    if not hasattr(os, "getpriority"):
-        return False
-    try:
-        import resource
-
-        soft = resource.getrlimit(resource.RLIMIT_NICE)[0]
-        now = os.getpriority(os.PRIO_PROCESS, 0)
-    except (ImportError, OSError, AttributeError):
-        return False
-    if os.geteuid() == 0:
-        return True
-    return soft == resource.RLIM_INFINITY or 20 - soft <= now
-
-
-def _prepare_standby() -> None:
-    _prepare_child()
-    os.nice(STANDBY_NICENESS)
-
-
-def restore_priority(supervisor: int) -> None:
-    """In a standby that takes over: run at the supervisor's priority again."""
-    with contextlib.suppress(OSError):
-        os.setpriority(os.PRIO_PROCESS, 0, os.getpriority(os.PRIO_PROCESS, supervisor))
-
-
 def ready_for_notices(handler: Callable[[], None],
                       loop: asyncio.AbstractEventLoop | None = None) -> None:
     """In a role process: call `handler` on SIGUSR1 from now on, in `loop` if given (one that
@@ -181,9 +147,6 @@ class Supervisor:
         #: Processes replaced and told to stop, until they exit (killed after STOP_GRACE_S).
         self.retiring: list[tuple[subprocess.Popen[bytes], float]] = []
         self._calls: queue.SimpleQueue[Callable[[], None]] = queue.SimpleQueue()
-        #: Standbys start at a lower priority (and take the supervisor's again when they take
-        #: over: `restore_priority`) where the priority can be raised again.
-        self.ease_standbys = priority_restorable()
 
     def stop(self, *_: object) -> None:
         self.stopping = True
@@ -268,9 +231,7 @@ class Supervisor:
     # --- the loop ------------------------------------------------------------------------------
 
     def _spawn(self, command: Sequence[str], *, standby: bool = False) -> subprocess.Popen[bytes]:
-        lowered = standby and self.ease_standbys
-        return subprocess.Popen(list(command), env=self.env,
-                                preexec_fn=_prepare_standby if lowered else _prepare_child,
+        return subprocess.Popen(list(command), env=self.env, preexec_fn=_prepare_child,
                                 stdin=subprocess.PIPE if standby else subprocess.DEVNULL)
 
     def _start(self, role: Role) -> None:

@@ -32,7 +32,6 @@ from streams.kafka.supervisor import (
     Supervisor,
     name_process,
     ready_for_notices,
-    restore_priority,
     watch_parent,
 )
 from streams.settings import Settings
@@ -174,9 +173,6 @@ def _run_fold(settings: Settings, loglevel: str, generation: int | None, *,
     if standby:
         name_process("recall-standby")
         generation = _await_generation()
-        supervisor = os.environ.get(SUPERVISOR_ENV)
-        if supervisor is not None:
-            restore_priority(int(supervisor))  # it waited at a lower one: supervisor.py
         log.warning("the standby fold takes over generation %s", generation)
     (settings.data_dir / "faust").mkdir(parents=True, exist_ok=True)
     loop = asyncio.new_event_loop()
