@@ -166,7 +166,8 @@ def orphan_session(prefix: str, source_name: str,
 
 class Emitter:
     """Builds one session's events through `LogBuilder.feed_event`, so every emitted event has
-    passed the same fold the store applies; an event that would break it is parked instead."""
+    passed the same fold the store applies; an event that would break it is parked instead
+    (plain appends, which cannot break it, skip it: see `__init__`)."""
 
     def __init__(self, *, plain_appends: bool = False) -> None:
         """`plain_appends`: the importer builds every event's data only from strings it
