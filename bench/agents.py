@@ -18,8 +18,8 @@ Timed: the importer alone over bytes already in memory (parsing, mapping to nati
 schema and fold check every event passes in the importer; Aider's events skip the walk for
 unsafe numbers and the importer's fold, since its data holds no parsed JSON and every event only
 appends: `Emitter(plain_appends=True)`; the store still folds every event at ingest, which is not
-timed here for any format), best of 5 passes. Also reported: events/s and events per MB, because the cost is per event and formats
-differ in how many events a megabyte holds (Aider's many small blocks — prompts, short replies,
+timed here for any format), best of 5 passes. Also reported: events/s and events per MB, because
+the cost is per event and formats differ in how many events a megabyte holds (Aider's many small blocks — prompts, short replies,
 runs of status lines — make it the densest).
 """
 

@@ -66,8 +66,11 @@ def use_bulk_gc() -> None:
     """BULK_GC_THRESHOLDS for the rest of this process's life: for a process that does nothing
     but bulk work (a Kafka worker's fold and index roles, which decode, fold and write every
     event the same way the writer thread's ingest does)."""
-    gc.set_threshold(*(max(a, b) for a, b in zip(gc.get_threshold(), BULK_GC_THRESHOLDS,
-                                                   strict=True)))
+    gc.set_threshold(*_raised(gc.get_threshold()))
+
+
+def _raised(thresholds: tuple[int, ...]) -> tuple[int, ...]:
+    return tuple(max(a, b) for a, b in zip(thresholds, BULK_GC_THRESHOLDS, strict=True))
 
 
 _switch_lock = threading.Lock()
@@ -83,7 +86,7 @@ def _enter_bulk_mode() -> None:
             _switch_saved = sys.getswitchinterval()
             sys.setswitchinterval(min(_switch_saved, SWITCH_INTERVAL_S))
             _gc_saved = gc.get_threshold()
-            gc.set_threshold(*(max(a, b) for a, b in zip(_gc_saved, BULK_GC_THRESHOLDS, strict=True)))
+            gc.set_threshold(*_raised(_gc_saved))
         _switch_users += 1
 
 

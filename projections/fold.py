@@ -46,6 +46,12 @@ class Replacement:
         return {"seq": self.seq, "start": self.start, "end": self.end,
                 "shadowedSeqs": list(self.shadowed_seqs)}
 
+    @classmethod
+    def from_json(cls, value: Mapping[str, Any]) -> Replacement:
+        """Inverse of `to_json`; raises KeyError, TypeError or ValueError on another shape."""
+        return cls(int(value["seq"]), int(value["start"]), int(value["end"]),
+                   tuple(int(s) for s in value["shadowedSeqs"]))
+
 
 class SurfaceState(NamedTuple):
     """The fold's accumulator: next expected seq, replace generation, and the paged surface."""

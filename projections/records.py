@@ -93,8 +93,7 @@ def record_from_json(value: Mapping[str, Any]) -> IndexRecord:
     if value.get("kind") == "header":
         return HeaderRecord(str(value["sessionId"]), dict(value["header"]))
     rep = value.get("replacement")
-    replacement = None if rep is None else Replacement(
-        int(rep["seq"]), int(rep["start"]), int(rep["end"]), tuple(int(s) for s in rep["shadowedSeqs"]))
+    replacement = None if rep is None else Replacement.from_json(rep)
     return EventRecord(str(value["sessionId"]), int(value["seq"]), str(value["type"]),
                        int(value["time"]), Surface(value["surface"]), str(value["text"]),
                        orjson.dumps(value["event"]), replacement)

@@ -145,19 +145,14 @@ def _event_array(value: bytes) -> EventRecord:
             or type(time) is not int or type(text) is not str:
         raise ValueError("a field of the wrong type")
     return EventRecord(sid, seq, kind, time, _SURFACES[surface], text, value[start:end],
-                       None if rep is None else _replacement(rep))
-
-
-def _replacement(rep: Mapping[str, Any]) -> Replacement:
-    return Replacement(int(rep["seq"]), int(rep["start"]), int(rep["end"]),
-                       tuple(int(s) for s in rep["shadowedSeqs"]))
+                       None if rep is None else Replacement.from_json(rep))
 
 
 def _event_document(fields: Mapping[str, Any], raw: bytes) -> EventRecord:
     rep = fields["replacement"]
     return EventRecord(str(fields["sessionId"]), int(fields["seq"]), str(fields["type"]),
                        int(fields["time"]), Surface(fields["surface"]), str(fields["text"]), raw,
-                       None if rep is None else _replacement(rep))
+                       None if rep is None else Replacement.from_json(rep))
 
 
 def document_key(record: IndexRecord) -> bytes:

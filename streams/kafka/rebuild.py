@@ -183,32 +183,31 @@ async def fold_generation(settings: Settings, generation: int,
     await table.producer.start()
     await consumer.start()
     try:
-        with bulk_mode():  # the fold allocates like an ingest (indexer/pipeline.py)
-            tps = [TopicPartition(topics.events, p) for p in range(topics.partitions)]
-            consumer.assign(tps)
-            committed = {tp.partition: offset for tp in tps
-                         if (offset := await consumer.committed(tp)) is not None}
-            placed = await loop.place(tps, starts=committed)
-            starts = {tp: placed[tp.partition] for tp in tps}
-            ends = await consumer.end_offsets(tps)
-            while True:
-                total = sum(max(0, ends[tp] - starts[tp]) for tp in tps)
-                batches = await consumer.getmany(timeout_ms=300, max_records=BATCH_MAX)
-                if not batches and not await _behind(consumer, ends):
-                    # done when a fetch finds nothing and the reported ends are reached (not the
-                    # ends alone: tansu's ListOffsets under-reports them, docs/ENGINE-NOTES.md)
-                    later = await consumer.end_offsets(tps)
-                    if later == ends:
-                        break
-                    ends = later  # events kept arriving: chase them
-                    continue
-                if await loop.step(batches):
-                    await table.seal()
-                    await _commit_recorded(consumer, fold, batches)
-                if progress is not None:
-                    positions = await _positions(consumer, tps)
-                    progress(min(total, sum(positions[tp] - starts[tp] for tp in tps)), total)
-            return fold.lines
+        tps = [TopicPartition(topics.events, p) for p in range(topics.partitions)]
+        consumer.assign(tps)
+        committed = {tp.partition: offset for tp in tps
+                     if (offset := await consumer.committed(tp)) is not None}
+        placed = await loop.place(tps, starts=committed)
+        starts = {tp: placed[tp.partition] for tp in tps}
+        ends = await consumer.end_offsets(tps)
+        while True:
+            total = sum(max(0, ends[tp] - starts[tp]) for tp in tps)
+            batches = await consumer.getmany(timeout_ms=300, max_records=BATCH_MAX)
+            if not batches and not await _behind(consumer, ends):
+                # done when a fetch finds nothing and the reported ends are reached (not the
+                # ends alone: tansu's ListOffsets under-reports them, docs/ENGINE-NOTES.md)
+                later = await consumer.end_offsets(tps)
+                if later == ends:
+                    break
+                ends = later  # events kept arriving: chase them
+                continue
+            if await loop.step(batches):
+                await table.seal()
+                await _commit_recorded(consumer, fold, batches)
+            if progress is not None:
+                positions = await _positions(consumer, tps)
+                progress(min(total, sum(positions[tp] - starts[tp] for tp in tps)), total)
+        return fold.lines
     finally:
         await consumer.stop()
         await table.producer.stop()
@@ -371,7 +370,8 @@ async def reindex(settings: Settings, progress: Progress | None = None) -> dict[
             await lease.publish(replace(lineup, building=target, folded=False))
         folded = 0  # events this run folded
         if not lease.lineup.folded:  # else a run before this one handed the fold to the fleet
-            folded = await fold_generation(settings, target, progress)
+            with bulk_mode():  # the fold allocates like an ingest (indexer/pipeline.py)
+                folded = await fold_generation(settings, target, progress)
             # the workers' folds of `target` start now and continue from the job's offsets and
             # changelog; the swap then finds them running (no start, no changelog recovery)
             await lease.publish(replace(lease.lineup, folded=True))
