@@ -73,12 +73,14 @@ def decode_event_line(line: bytes | None, *, max_bytes: int) -> Decoded:
                             code=INGEST_OVERSIZED_EVENT)
     # Lossless, like the embedded ingest edge: lossy numbers, repeated keys and deep nesting
     # are rejected with the same codes, so both runtimes park the same records.
-    parsed = jsonwire.loads(line)
+    parsed, canonical = jsonwire.loads_canonical(line)
     if isinstance(parsed, dict) and parsed.get("type") == "session":
         return DecodedHeader(parse_header(parsed))
     if isinstance(parsed, dict) and parsed.get("type") in CHUNK_ROW_TYPES:
         return DecodedEvents(tuple(expand_chunk_row(parsed)), packed=True)
-    return DecodedEvents((parse_event(parsed),), packed=False)
+    # A line orjson writes back byte for byte vouches for its own numbers (no walk of `data`).
+    return DecodedEvents((parse_event(parsed, canonical=line if canonical else None),),
+                         packed=False)
 
 
 def encode_event_value(line: Mapping[str, Any]) -> bytes:

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from projections.errors import (
     INGEST_INVALID_UTF8,
+    INGEST_LOSSY_JSON,
     INGEST_MALFORMED_JSON,
     INGEST_OVERSIZED_EVENT,
     INGEST_SCHEMA_VIOLATION,
@@ -81,6 +82,25 @@ def test_chunk_row_expands_to_its_events() -> None:
 ])
 def test_bad_values_are_rejected_with_stable_codes(value: bytes | None, code: str) -> None:
     assert rejected(value) == code
+
+
+@pytest.mark.parametrize("value", [
+    b'{"type":"user/message","seq":0,"time":1,"data":{"x":-0.0}}',  # canonical, yet lossy
+    b'{"type": "user/message", "seq": 0, "time": 1, "data": {"x": -0.0}}',
+    b'{"type":"user/message","seq":0,"time":1,"data":{"x":[1,{"y":-0.0}]}}',
+])
+def test_negative_zero_is_rejected_on_the_canonical_fast_path(value: bytes) -> None:
+    # A line orjson writes back byte for byte skips the walk of `data`, except for `-0.0`.
+    with pytest.raises(InputRejected) as info:
+        decode_event_line(value, max_bytes=LIMIT)
+    assert info.value.code == INGEST_SCHEMA_VIOLATION and "-0 is not lossless" in info.value.message
+
+
+def test_unsafe_integer_and_extra_keys_keep_their_codes() -> None:
+    assert rejected(b'{"type":"user/message","seq":0,"time":1,"data":{"x":9007199254740993}}') \
+        == INGEST_LOSSY_JSON
+    assert rejected(b'{"type":"user/message","seq":0,"time":1,"data":{},"extra":2}') \
+        == INGEST_SCHEMA_VIOLATION
 
 
 def test_oversized_is_checked_before_parsing() -> None:
