@@ -11,8 +11,7 @@ a secret; the store keeps the original.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -23,8 +22,10 @@ from projections.redaction import NO_REDACTION, Redactor
 from projections.surfaces import Surface
 
 
-@dataclass(frozen=True, slots=True)
-class HeaderRecord:
+# Records are NamedTuples, not frozen dataclasses: as immutable, and built ~8x faster (a frozen
+# dataclass's __init__ sets each field through object.__setattr__: ~0.8 us for an event record,
+# which the fold builds once per event and the index consumer decodes once per event again).
+class HeaderRecord(NamedTuple):
     """A session header (first record of a session); `header` is the wire dict."""
 
     session_id: str
@@ -34,8 +35,7 @@ class HeaderRecord:
         return {"kind": "header", "sessionId": self.session_id, "header": dict(self.header)}
 
 
-@dataclass(frozen=True, slots=True)
-class EventRecord:
+class EventRecord(NamedTuple):
     """One event as the index stores it. `surface` is its surface when it was appended (`current`
     for eligible events, `log-only` otherwise); `replacement` (if any) tells the indexer which
     earlier seqs this event shadowed — and its surface position is that of `replacement.start`."""

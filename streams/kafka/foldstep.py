@@ -28,7 +28,7 @@ import hashlib
 from collections import Counter, OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, NamedTuple, Protocol
 
 import orjson
 
@@ -157,8 +157,7 @@ class _Session:
         return out
 
 
-@dataclass(frozen=True, slots=True)
-class LineOutcome:
+class LineOutcome(NamedTuple):  # one per line: a NamedTuple builds ~4x faster than a frozen dataclass
     """One line of a record: its index in the record, its bytes, and what it did (its writes
     are already in the overlay the record was folded onto)."""
 
