@@ -23,8 +23,8 @@ streams.kafka.partitions and streams.kafka.folding).
 
 from __future__ import annotations
 
-import base64
 import hashlib
+from binascii import b2a_base64
 from collections import Counter, OrderedDict
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
@@ -86,11 +86,11 @@ def read_position(view: StateView, partition: int) -> int | None:
 
 
 def digest(raw: bytes) -> str:
-    return base64.b64encode(hashlib.blake2b(raw, digest_size=9).digest()).decode("ascii")
+    # base64 of 9 bytes: 12 characters, no padding (binascii: base64.b64encode without its checks)
+    return b2a_base64(hashlib.blake2b(raw, digest_size=9).digest(), newline=False).decode("ascii")
 
 
-@dataclass(frozen=True, slots=True)
-class Loaded:
+class Loaded(NamedTuple):  # rebuilt per accepted line: a NamedTuple is the cheap immutable
     """A session's decoded state as of `meta`, with its digest window."""
 
     meta: bytes
@@ -198,7 +198,8 @@ class FoldProcessor:
                 self.stats[f"rejected:{exc.code}"] += 1
                 outcome = FoldOutcome(rejection=exc)
             else:
-                self.stats["duplicates"] += outcome.duplicates
+                if outcome.duplicates:
+                    self.stats["duplicates"] += outcome.duplicates
             out.append(LineOutcome(index, raw, outcome))
         if session.changed:
             writes = session.writes()
