@@ -46,13 +46,14 @@ N = 200,000 events (+800 headers), native JSONL, ~60 MB.
    `len(key) + len(value)` summed over the session's records ÷ its events (`_records_per_event_`
    counts records). The partitions' read-position records are shared and not counted.
 8. `reindex_events_per_s` = N ÷ `reindex_build_s`: from the `Recall.reindex()` call to the
-   lineup naming generation 2 live (the job's fold of all of `<A>.events` — exactly the
+   lineup naming generation 2 live (the CreateTime of that `<p>.control` record; the job's fold of all of `<A>.events` — exactly the
    corpus: steps 6 and 7 come after the jobs — into generation 2's documents and changelog,
    and the index role's build of its shards beside generation 1's, overlapped). The fixed
    costs after it are reported on their own, as issue 17 asks: `generation_switch_s` (a
-   watcher tails `<p>.control`; when the lineup names the new generation live it produces one
-   new session — header + one event with a unique word — and polls until the query role
-   answers from the new generation AND finds that event: the fold role's switch, the index
+   watcher tails `<p>.control`; when it sees the lineup name the new generation live it produces
+   one new session — header + one event with a unique word — and polls until the query role
+   answers from the new generation AND finds that event, timed from the lineup record's
+   CreateTime (a watcher's fetch may see it a fetch wait late): the fold role's switch, the index
    role and the query role's switch are all in it), and the digest every job's reply carries
    (`recall index digest`: it re-folds every session from the stored events — verification,
    not indexing; `index_digest_s` is the same digest asked once just before the reindex).
@@ -589,15 +590,17 @@ class _SwitchWatch(threading.Thread):
     def __init__(self, bootstrap: str, settings: Settings, target: int) -> None:
         super().__init__(daemon=True)
         self.bootstrap, self.settings, self.target = bootstrap, settings, target
-        self.started = time.perf_counter()
+        # Wall-clock (epoch s): the swap is the CreateTime of the lineup record naming `target`
+        # live, not when this thread's fetch saw it (a poll on tansu, which does not wake a
+        # long poll when data arrives, saw it up to a fetch wait late).
+        self.started = time.time()
         self.swapped = 0.0
         self.elapsed = 0.0
         self.error: BaseException | None = None
 
     def run(self) -> None:
         try:
-            asyncio.run(self._wait_for_swap())
-            self.swapped = time.perf_counter()
+            self.swapped = asyncio.run(self._wait_for_swap())
             sid, word = f"switch-{uuid.uuid4().hex[:8]}", f"switch{uuid.uuid4().hex[:10]}"
             asyncio.run(produce(self.bootstrap, Topics.of(self.settings).events, [
                 (sid.encode(), orjson.dumps(header(sid, 9999))),
@@ -608,14 +611,14 @@ class _SwitchWatch(threading.Thread):
                     with contextlib.suppress(Exception):
                         if (recall.index_generation() == f"gen-{self.target:06d}"
                                 and recall.search_events(sid, word).get("items")):
-                            self.elapsed = time.perf_counter() - self.swapped
+                            self.elapsed = time.time() - self.swapped
                             return
                     time.sleep(0.01)
             raise RuntimeError("the switch probe was never found in the new generation")
         except BaseException as exc:
             self.error = exc
 
-    async def _wait_for_swap(self) -> None:
+    async def _wait_for_swap(self) -> float:
         consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, enable_auto_commit=False)
         await consumer.start()
         try:
@@ -626,7 +629,7 @@ class _SwitchWatch(threading.Thread):
                 for record in (await consumer.getmany(tp, timeout_ms=200)).get(tp, []):
                     if record.key == LINEUP_KEY and record.value and \
                             Lineup.from_json(bytes(record.value)).live == self.target:
-                        return
+                        return float(record.timestamp) / 1000
         finally:
             await consumer.stop()
 

@@ -81,7 +81,7 @@ class Fold:
                 out = line.outcome
                 if out.rejection is not None:
                     letter = DeadLetter.of(topic=msg.topic, partition=partition,
-                                           offset=msg.offset, line=line.index, key=msg.key,
+                                           offset=msg.offset, line=line.number, key=msg.key,
                                            value=line.raw, code=out.rejection.code,
                                            reason=out.rejection.message)
                     pending.append(await producer.send(topics.dead_letter,

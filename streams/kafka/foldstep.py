@@ -158,10 +158,10 @@ class _Session:
 
 
 class LineOutcome(NamedTuple):  # one per line: a NamedTuple builds ~4x faster than a frozen dataclass
-    """One line of a record: its index in the record, its bytes, and what it did (its writes
-    are already in the overlay the record was folded onto)."""
+    """One line of a record: its number (index) in the record, its bytes, and what it did (its
+    writes are already in the overlay the record was folded onto)."""
 
-    index: int
+    number: int
     raw: bytes | None
     outcome: FoldOutcome
 

@@ -203,7 +203,7 @@ def test_a_segment_folds_exactly_as_its_lines_sent_one_per_record() -> None:
     processor = FoldProcessor(max_event_bytes=4096)
     lines = processor.fold_record(overlay, SID, _segment(*log[:3]))
     lines += processor.fold_record(overlay, SID, _segment(*log[3:]))
-    assert [line.index for line in lines] == [0, 1, 2, 0, 1, 2, 3, 4]
+    assert [line.number for line in lines] == [0, 1, 2, 0, 1, 2, 3, 4]
     assert [d for line in lines for d in line.outcome.documents] == single_docs
     table.update({k: v for k, v in overlay.drain() if v is not None})
     assert table == singles.table
@@ -214,7 +214,7 @@ def test_a_bad_line_inside_a_segment_is_rejected_alone_with_its_index() -> None:
     overlay = Overlay(h.table)
     lines = h.processor.fold_record(overlay, SID, _segment(
         user(2, "q2"), b"{not json", user(2, "conflicting q2"), user(3, "q3")))
-    assert [(line.index, line.outcome.rejection.code if line.outcome.rejection else None)
+    assert [(line.number, line.outcome.rejection.code if line.outcome.rejection else None)
             for line in lines] == [(0, None), (1, "INGEST_MALFORMED_JSON"),
                                    (2, INGEST_DUPLICATE_CONFLICT), (3, None)]
     assert lines[1].raw == b"{not json"
