@@ -38,7 +38,7 @@ from streams.detectors import build_redactor
 from streams.kafka.fleet import Lineup, ensure_fleet_topics, publish_lineup, read_lineup
 from streams.kafka.folding import Fold
 from streams.kafka.foldstep import FoldProcessor, position_key
-from streams.kafka.partitions import PartitionLoop
+from streams.kafka.partitions import LOOK_PAST_END_MS, PartitionLoop, log_ends
 from streams.kafka.producer import batching_producer
 from streams.settings import Settings
 from streams.topics import Topics, bootstrap_servers, ensure_topics
@@ -49,12 +49,10 @@ BATCH_MAX = 5000
 #: Lines folded at a time (each run: its documents acked, then its table writes).
 JOB_CHUNK_LINES = 20000
 #: How often a job looks at a group's committed offsets while it waits for the group to catch
-#: up (one OffsetFetch a look), and how long a look past a partition's reported end waits for
-#: records (they are already there when ListOffsets under-reports): the command returns this
-#: much after the work is done (a replay of 200k events returned 1.8 s after its last events
-#: were indexed with one request per partition every 0.2 s and a 0.3 s look; 1.2 s with these).
+#: up (one OffsetFetch a look): the command returns about this much after the work is done
+#: (a replay of 200k events returned 1.8 s after its last events were indexed with one request
+#: per partition every 0.2 s and a 0.3 s look past the ends; 1.2 s with these).
 CAUGHT_UP_POLL_S = 0.05
-LOOK_PAST_END_MS = 100
 
 
 class JobRunning(RecallError):
@@ -218,24 +216,6 @@ async def _commit_recorded(consumer: AIOKafkaConsumer, fold: Fold,
     """The table's positions (now acked) as the job group's commits."""
     await consumer.commit({tp: OffsetAndMetadata(position, "") for tp in batches
                            if (position := fold.recorded(tp.partition)) is not None})
-
-
-async def log_ends(consumer: AIOKafkaConsumer, tps: list[TopicPartition]) -> dict[Any, int]:
-    """Each partition's end as of now, read from the log itself: ListOffsets may under-report
-    it (tansu answers the last batch's base offset + 1; docs/ENGINE-NOTES.md), so whatever lies
-    past the reported end is fetched (a job that waited for the reported end swapped generations
-    before the last records were indexed). Records already there come back with the first
-    fetch; an empty one ends the look (`LOOK_PAST_END_MS` bounds its wait)."""
-    ends = dict(await consumer.end_offsets(tps))
-    consumer.assign(tps)
-    for tp in tps:
-        consumer.seek(tp, ends[tp])
-    while True:
-        batches = await consumer.getmany(timeout_ms=LOOK_PAST_END_MS)
-        if not batches:
-            return ends
-        for tp, records in batches.items():
-            ends[tp] = max(ends[tp], records[-1].offset + 1)
 
 
 class _CommittedOffsets:

@@ -47,9 +47,16 @@ Contract, once `install()` ran in the process (the worker's roles, `build_app`, 
    the first record of a batch without a timeout, then `within` for the rest.
    [faust: `Stream.add_processor`, `Service.wait_for_stopped` as `take_events` calls it
    (replaced on the fold's stream instance)]
+9. faust's table recovery reads each changelog partition to its end as found in the log, not
+   only as ListOffsets reports it: tansu answers the base offset of a partition's last batch
+   plus one, and faust then ends the recovery early and silently drops the last table writes
+   (docs/ENGINE-NOTES.md). A short-lived consumer outside any group fetches past the reported
+   ends (`streams.kafka.partitions.log_ends`; one empty fetch when they are right).
+   [faust: `AIOKafkaConsumerThread._highwaters`, `AIOKafkaConsumerThread.transport`]
 
 `FoldTable` (faust `Table` subclass) writes a partition's records in one go, pinned to the
-changelog partition of their source. `FaustFold` runs a `PartitionProcessor` as the body of a
+changelog partition of their source, and tells the memory store which partition each key it
+writes belongs to (so a revoked partition's keys go with it, as recovered keys do). `FaustFold` runs a `PartitionProcessor` as the body of a
 faust agent: batches from `take_events`, each batch held (not committable) until the
 processor's effects are written, records past a hole released without being committable.
 [faust: `Message.incref` / `ack_lock` / `Message.acked`, private `Consumer._unacked_messages`,
@@ -68,7 +75,7 @@ from contextvars import ContextVar
 from typing import Any
 
 import faust
-from aiokafka import AIOKafkaConsumer
+from aiokafka import AIOKafkaConsumer, TopicPartition
 from aiokafka.consumer import group_coordinator
 from aiokafka.consumer.fetcher import Fetcher
 from aiokafka.errors import KafkaError
@@ -78,7 +85,13 @@ from faust.transport import consumer as faust_consumer
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types.tuples import ack_lock
 
-from streams.kafka.partitions import CHUNK_LINES, PartitionProcessor, ReadPositions
+from streams.kafka.partitions import (
+    CHUNK_LINES,
+    LOOK_PAST_END_MS,
+    PartitionProcessor,
+    ReadPositions,
+    log_ends,
+)
 
 log = logging.getLogger("recall.seam")
 
@@ -103,6 +116,7 @@ _seek_to_committed = AIOKafkaConsumer.seek_to_committed
 _faust_consumer_init = faust_consumer.Consumer.__init__
 _faust_perform_seek = faust_consumer.Consumer.perform_seek
 _faust_worker_consumer = faust_aiokafka.AIOKafkaConsumerThread._create_worker_consumer
+_faust_highwaters = faust_aiokafka.AIOKafkaConsumerThread._highwaters
 _faust_tables_on_start = TableManager.on_start
 
 
@@ -211,6 +225,30 @@ def _worker_consumer(self: Any, transport: Any) -> Any:
     return consumer
 
 
+# --- 9. recovery reads to the log's end ----------------------------------------------------
+
+async def _highwaters_from_the_log(self: Any, partitions: list[Any]) -> Any:
+    reported = await _faust_highwaters(self, partitions)
+    if not partitions or self.consumer.in_transaction:
+        return reported
+    servers = faust_aiokafka.server_list(self.transport.url, self.transport.default_port)
+    looker = AIOKafkaConsumer(bootstrap_servers=servers, group_id=None,
+                              enable_auto_commit=False, fetch_max_wait_ms=LOOK_PAST_END_MS)
+    await looker.start()
+    try:
+        tps = [TopicPartition(tp.topic, tp.partition) for tp in partitions]
+        found = await log_ends(looker, tps)
+    finally:
+        await looker.stop()
+    ends = {tp: max(reported.get(tp) or 0, found[TopicPartition(tp.topic, tp.partition)])
+            for tp in partitions}
+    if any(ends[tp] != reported.get(tp) for tp in partitions):
+        log.warning("changelog ends past what ListOffsets reported: %s",
+                    {str(tp): (reported.get(tp), ends[tp]) for tp in partitions
+                     if ends[tp] != reported.get(tp)})
+    return ends
+
+
 def install() -> None:
     """Apply the process-wide behaviours of the contract (idempotent)."""
     global _installed
@@ -223,6 +261,7 @@ def install() -> None:
     faust_consumer.Consumer.perform_seek = _perform_seek_then_place  # type: ignore[method-assign]
     faust_aiokafka.AIOKafkaConsumerThread._create_worker_consumer = _worker_consumer  # type: ignore[method-assign]
     TableManager.on_start = _tables_start_at_once  # type: ignore[method-assign]
+    faust_aiokafka.AIOKafkaConsumerThread._highwaters = _highwaters_from_the_log  # type: ignore[method-assign]
     _installed = True
 
 
@@ -291,14 +330,21 @@ class FoldTable(faust.Table[str, bytes]):
 
     def _write_paced(self, partition: int,
                      records: Iterable[tuple[str, bytes | None]]) -> list[Awaitable[Any]]:
+        key_partition = getattr(self.data, "_key_partition", None)
         token = _PARTITION.set(partition)
         try:
             for key, value in records:
                 if value is None:
                     if key in self.data:
                         del self[key]
+                    if key_partition is not None:
+                        key_partition.pop(key, None)
                 else:
                     self[key] = value
+                    if key_partition is not None:
+                        # faust records a key's partition only when it recovers the key: one
+                        # first written here would outlive its partition's revocation
+                        key_partition[key] = partition
         finally:
             _PARTITION.reset(token)
         return []
