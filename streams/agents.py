@@ -28,8 +28,6 @@ def register_fold_agent(app: faust.App, settings: Settings, topics: Topics) -> F
     table = FoldTable(
         app, name=FOLD_TABLE, beacon=app.tables.beacon, partitions=settings.shards,
         key_type=str, value_type=bytes,
-        # One record per producer batch means the tansu work-around is on (see streams.app).
-        paced=app.conf.producer_max_batch_size == 1,
         help="per-session fold state: header, paged surface, recent digests")
     app.tables.add(table)
     source = app.topic(topics.events, key_type=bytes, value_type=bytes,

@@ -43,13 +43,10 @@ def faust_options(settings: Settings, *, flavor: BrokerFlavor = "kafka") -> dict
         # streams.kafka.membership; noida-db never expires a SIGKILLed dynamic member).
         "consumer_group_instance_id": instance_id(settings, "fold"),
     }
-    if flavor == "tansu":
-        # tansu's ListOffsets returns a batch's base offset + 1, so faust stops changelog
-        # recovery early and silently loses table writes; one record per batch avoids it.
-        options["producer_max_batch_size"] = 1
-    else:
-        # The changelog's batches compressed like every other output (streams.kafka.producer).
-        options["producer_compression_type"] = COMPRESSION
+    # The changelog's batches compressed like every other output (streams.kafka.producer).
+    # (tansu's ListOffsets under-reports a changelog's end after batched writes; the recovery
+    # reads the end from the log instead: streams.kafka.seam item 9.)
+    options["producer_compression_type"] = COMPRESSION
     return options
 
 

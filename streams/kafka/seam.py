@@ -71,7 +71,6 @@ import os
 import time
 from collections import Counter
 from collections.abc import Awaitable, Iterable, Sequence
-from contextvars import ContextVar
 from typing import Any
 
 import faust
@@ -274,9 +273,6 @@ def quiet_worker(worker: faust.Worker) -> faust.Worker:
 
 # --- the fold table ------------------------------------------------------------------------
 
-_PARTITION: ContextVar[int | None] = ContextVar("recall_changelog_partition", default=None)
-
-
 class FoldTable(faust.Table[str, bytes]):
     """The fold table. Writes bypass faust's per-key path for two measured reasons:
     - faust picks the changelog partition from `current_event()`, which inside `take_events()`
@@ -286,15 +282,13 @@ class FoldTable(faust.Table[str, bytes]):
     - every `table[k] = v` goes through faust's ProducerBuffer one message at a time, which
       became the bottleneck ("producer buffer full"); `write` hands records straight to the
       producer. faust's commit still flushes the producer before committing source offsets.
-    Only the memory store is supported (persisted changelog offsets are not tracked).
+    Only the memory store is supported (persisted changelog offsets are not tracked). On
+    tansu, whose ListOffsets under-reports a changelog's end after such bursts, the recovery
+    reads the end from the log (item 9); before that, one record per producer batch and faust's
+    per-key path were needed there, and still lost recovered state under load."""
 
-    `paced=True` keeps faust's per-key path (partition still pinned): on tansu, whose ListOffsets
-    under-reports the changelog end after a burst of writes, only that path recovered exactly
-    (docs/ENGINE-NOTES.md); the direct burst lost recovered state after a SIGKILL."""
-
-    def __init__(self, *args: Any, paced: bool = False, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.paced = paced
         # str keys travel as their UTF-8 bytes (faust would JSON-quote a str key type); this
         # must be set before the store and changelog topic, which faust creates lazily.
         self.key_serializer = "raw"
@@ -308,8 +302,6 @@ class FoldTable(faust.Table[str, bytes]):
                     records: Iterable[tuple[str, bytes | None]]) -> list[Awaitable[Any]]:
         """Apply `records` locally and send them to changelog partition `partition`, in order;
         return the send futures (faust's commit flushes them before committing offsets)."""
-        if self.paced:
-            return self._write_paced(partition, records)
         producer = self.app.producer
         topic = self.changelog_topic.get_topic_name()
         store = self.data
@@ -327,31 +319,6 @@ class FoldTable(faust.Table[str, bytes]):
             if key_partition is not None:
                 key_partition[key] = partition
         return futures
-
-    def _write_paced(self, partition: int,
-                     records: Iterable[tuple[str, bytes | None]]) -> list[Awaitable[Any]]:
-        key_partition = getattr(self.data, "_key_partition", None)
-        token = _PARTITION.set(partition)
-        try:
-            for key, value in records:
-                if value is None:
-                    if key in self.data:
-                        del self[key]
-                    if key_partition is not None:
-                        key_partition.pop(key, None)
-                else:
-                    self[key] = value
-                    if key_partition is not None:
-                        # faust records a key's partition only when it recovers the key: one
-                        # first written here would outlive its partition's revocation
-                        key_partition[key] = partition
-        finally:
-            _PARTITION.reset(token)
-        return []
-
-    def partition_for_key(self, key: Any) -> int | None:
-        pinned = _PARTITION.get()
-        return pinned if pinned is not None else super().partition_for_key(key)
 
 
 class _StoreView:

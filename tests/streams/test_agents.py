@@ -35,28 +35,37 @@ def test_the_fold_agent_reads_the_events_topic_into_the_fold_table() -> None:
     [agent] = app.agents.values()
     assert list(agent.channel.topics) == [topics.events]
     table = app.tables[FOLD_TABLE]
-    assert isinstance(table, seam.FoldTable) and not table.paced
+    assert isinstance(table, seam.FoldTable)
     assert table.changelog_topic.get_topic_name() == topics.changelog
     driver = app.recall_fold
     assert isinstance(driver, seam.FaustFold) and isinstance(driver.processor, Fold)
     assert driver.processor.topic == topics.events and driver.app is app
 
 
-def test_on_tansu_the_table_writes_one_record_per_producer_batch() -> None:
-    app = build_app(SETTINGS, flavor="tansu")
-    assert app.conf.producer_max_batch_size == 1
-    assert app.tables[FOLD_TABLE].paced
+def test_on_tansu_the_app_is_built_like_on_any_broker() -> None:
+    """No one-record producer batches for tansu's ListOffsets: the recovery reads the
+    changelog's end from the log (seam item 9; test_kafka_seam checks it on the brokers)."""
+    tansu, kafka = build_app(SETTINGS, flavor="tansu"), build_app(SETTINGS)
+    assert tansu.conf.producer_max_batch_size == kafka.conf.producer_max_batch_size > 1
+    assert tansu.conf.producer_compression_type == kafka.conf.producer_compression_type
 
 
-def test_a_revoked_partitions_keys_leave_the_paced_table_too() -> None:
+def test_a_revoked_partitions_keys_leave_the_table_however_they_were_written() -> None:
     """faust's memory store drops the keys of partitions no longer assigned once a recovery
     completes, by the partition it noted for each key — noted only when it recovers a key.
-    The paced write path (tansu) notes it as the direct one does: a key kept past its
-    partition's revocation (a session's meta record written here, its pages recovered) would
-    later stand for a state the changelog does not hold."""
-    async def run() -> tuple[dict[str, bytes], dict[str, bytes]]:
-        app = build_app(SETTINGS, flavor="tansu")
+    The fold's writes note it too: a key kept past its partition's revocation (a session's
+    meta record written here, its pages recovered) would later stand for a state the
+    changelog does not hold. (The producer is not started here: its sends are counted.)"""
+    async def run() -> tuple[dict[str, bytes], dict[str, bytes], list[int]]:
+        app = build_app(SETTINGS)
         table = app.tables[FOLD_TABLE]
+        sent: list[int] = []
+
+        async def send(topic: str, key: bytes, value: bytes | None, partition: int,
+                       *rest: object) -> None:
+            sent.append(partition)
+
+        app.producer.send = send  # type: ignore[method-assign]
         await table.write(2, [("s\x00p0", b"page"), ("s\x00m", b"meta")])
         await table.write(3, [("t\x00m", b"meta"), ("t\x00p0", b"page")])
         await table.write(3, [("t\x00p0", None)])
@@ -64,11 +73,12 @@ def test_a_revoked_partitions_keys_leave_the_paced_table_too() -> None:
         before = dict(store.data)
         changelog = table.changelog_topic.get_topic_name()
         await store.on_recovery_completed({TP(changelog, 3)}, set())
-        return before, dict(store.data)
+        return before, dict(store.data), sent
 
-    before, after = asyncio.run(run())
+    before, after, sent = asyncio.run(run())
     assert before == {"s\x00p0": b"page", "s\x00m": b"meta", "t\x00m": b"meta"}
     assert after == {"t\x00m": b"meta"}
+    assert sent == [2, 2, 3, 3, 3]
 
 
 def test_each_app_is_built_fresh() -> None:
