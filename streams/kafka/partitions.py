@@ -265,13 +265,18 @@ async def log_ends(consumer: AIOKafkaConsumer, tps: list[TopicPartition]) -> dic
     past the reported end is fetched (a job that waited for the reported end swapped generations
     before the last records were indexed). Records already there come back with the first
     fetch; an empty one ends the look (`LOOK_PAST_END_MS` bounds its wait)."""
-    ends = dict(await consumer.end_offsets(tps))
+    reported = dict(await consumer.end_offsets(tps))
+    ends = dict(reported)
     consumer.assign(tps)
     for tp in tps:
         consumer.seek(tp, ends[tp])
     while True:
         batches = await consumer.getmany(timeout_ms=LOOK_PAST_END_MS)
         if not batches:
+            if ends != reported:
+                log.info("log ends past what ListOffsets reported: %s",
+                         {f"{tp.topic}:{tp.partition}": (reported[tp], end)
+                          for tp, end in ends.items() if end != reported[tp]})
             return ends
         for tp, records in batches.items():
             ends[tp] = max(ends[tp], records[-1].offset + 1)

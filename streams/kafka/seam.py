@@ -56,9 +56,10 @@ Contract, once `install()` ran in the process (the worker's roles, `build_app`, 
 
 `FoldTable` (faust `Table` subclass) writes a partition's records in one go, pinned to the
 changelog partition of their source, and tells the memory store which partition each key it
-writes belongs to (so a revoked partition's keys go with it, as recovered keys do). `FaustFold` runs a `PartitionProcessor` as the body of a
-faust agent: batches from `take_events`, each batch held (not committable) until the
-processor's effects are written, records past a hole released without being committable.
+writes belongs to (so a revoked partition's keys go with it, as recovered keys do).
+`FaustFold` runs a `PartitionProcessor` as the body of a faust agent: batches from
+`take_events`, each batch held (not committable) until the processor's effects are written,
+records past a hole released without being committable.
 [faust: `Message.incref` / `ack_lock` / `Message.acked`, private `Consumer._unacked_messages`,
 memory store private `_key_partition`]
 """
@@ -227,25 +228,17 @@ def _worker_consumer(self: Any, transport: Any) -> Any:
 # --- 9. recovery reads to the log's end ----------------------------------------------------
 
 async def _highwaters_from_the_log(self: Any, partitions: list[Any]) -> Any:
-    reported = await _faust_highwaters(self, partitions)
     if not partitions or self.consumer.in_transaction:
-        return reported
+        return await _faust_highwaters(self, partitions)
     servers = faust_aiokafka.server_list(self.transport.url, self.transport.default_port)
     looker = AIOKafkaConsumer(bootstrap_servers=servers, group_id=None,
                               enable_auto_commit=False, fetch_max_wait_ms=LOOK_PAST_END_MS)
     await looker.start()
     try:
-        tps = [TopicPartition(tp.topic, tp.partition) for tp in partitions]
-        found = await log_ends(looker, tps)
+        # faust's TP and aiokafka's TopicPartition are equal tuples: either keys the answer
+        return await log_ends(looker, [TopicPartition(*tp) for tp in partitions])
     finally:
         await looker.stop()
-    ends = {tp: max(reported.get(tp) or 0, found[TopicPartition(tp.topic, tp.partition)])
-            for tp in partitions}
-    if any(ends[tp] != reported.get(tp) for tp in partitions):
-        log.warning("changelog ends past what ListOffsets reported: %s",
-                    {str(tp): (reported.get(tp), ends[tp]) for tp in partitions
-                     if ends[tp] != reported.get(tp)})
-    return ends
 
 
 def install() -> None:
@@ -284,8 +277,7 @@ class FoldTable(faust.Table[str, bytes]):
       producer. faust's commit still flushes the producer before committing source offsets.
     Only the memory store is supported (persisted changelog offsets are not tracked). On
     tansu, whose ListOffsets under-reports a changelog's end after such bursts, the recovery
-    reads the end from the log (item 9); before that, one record per producer batch and faust's
-    per-key path were needed there, and still lost recovered state under load."""
+    reads the end from the log (item 9)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
