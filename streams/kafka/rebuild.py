@@ -81,14 +81,15 @@ def generation_name(generation: int) -> str:
 async def _read_table(bootstrap: str, topics: Topics) -> dict[str, bytes]:
     """The fold table of a generation, read back from its changelog (to resume a build)."""
     consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
-                                enable_auto_commit=False, fetch_max_wait_ms=50)
+                                enable_auto_commit=False, fetch_max_wait_ms=LOOK_PAST_END_MS)
     await consumer.start()
     table: dict[str, bytes] = {}
     try:
         tps = [TopicPartition(topics.changelog, p) for p in range(topics.partitions)]
-        consumer.assign(tps)
+        # The ends as found in the log, as every reader of a changelog here takes them
+        # (tansu's ListOffsets under-reports after batched produce).
+        ends = await log_ends(consumer, tps)
         await consumer.seek_to_beginning(*tps)
-        ends = await consumer.end_offsets(tps)
         while await _behind(consumer, ends):
             for messages in (await consumer.getmany(timeout_ms=500)).values():
                 for msg in messages:
@@ -117,10 +118,9 @@ class _ChangelogTable:
     A partition's read position (the last record of each of its writes) is held back and sent
     by `seal()` after everything before it is acked, so it travels alone in the partition's
     last producer batch: the sessions' records go in large batches (measured on noida-db:
-    200k events folded in 7–8 s instead of 13.1 s with one record per batch), and a reader that
-    stops at the end ListOffsets reports still reads the whole table — tansu reports the last
-    batch's base offset + 1 (docs/ENGINE-NOTES.md), which is the true end when that batch holds
-    one record. Holding the position back also keeps it behind the writes it vouches for."""
+    200k events folded in 7–8 s instead of 13.1 s with one record per batch), and the position
+    never lands before the writes it vouches for. (Readers take the changelog's end from the
+    log itself, `log_ends`: tansu's ListOffsets reports the last batch's base offset + 1.)"""
 
     def __init__(self, producer: AIOKafkaProducer, topic: str, data: dict[str, bytes]) -> None:
         self.producer, self.topic, self.data = producer, topic, data

@@ -330,3 +330,23 @@ def test_the_reindex_fold_reads_to_the_end_of_the_log_not_the_end_listoffsets_re
                 for seq in range(per_session) for sid in sessions]
     asyncio.run(_produce_one_batch(bootstrap, topics.events, records))
     assert asyncio.run(fold_generation(settings, 2)) == len(records)
+
+
+def test_a_resumed_build_reads_its_whole_fold_table_back_from_the_changelog(
+        settings: Settings) -> None:
+    """A resumed reindex reads the fold table it had written back from the changelog, whole:
+    written in large batches (on tansu ListOffsets then reports the last batch's base offset
+    + 1), with a tombstone and a rewrite after."""
+    from streams.kafka.rebuild import _read_table
+
+    bootstrap = bootstrap_servers(str(settings.broker))
+    topics = Topics.of(settings, 2)
+    asyncio.run(ensure_topics(bootstrap, topics))
+    written = {f"session-{n}": orjson.dumps({"n": n}) for n in range(500)}
+    asyncio.run(_produce_one_batch(bootstrap, topics.changelog,
+                                   [(k.encode(), v) for k, v in written.items()]))
+    later: list[Any] = [(b"session-7", None), (b"session-8", b"again")]  # a tombstone, a rewrite
+    asyncio.run(_produce_one_batch(bootstrap, topics.changelog, later))
+    expected = {**written, "session-8": b"again"}
+    del expected["session-7"]
+    assert asyncio.run(_read_table(bootstrap, topics)) == expected
