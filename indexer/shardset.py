@@ -17,6 +17,7 @@ from indexer.config import IndexConfig
 from indexer.errors import INDEX_FAILED, IndexOutdated, query_error
 from indexer.pipeline import WriterThread
 from indexer.routing import shard_file_name, shard_of
+from indexer.segments import FTS_TABLES, Structure, merge_segments, needs_merge, read_structure
 from indexer.shard import Shard
 from indexer.writer import (
     ShardWriter,
@@ -149,6 +150,7 @@ class ShardSet:
         if self._pipeline is not None:
             yield  # already open (nested use): the outer block drains it
             return
+        before = self.structures()
         self._pipeline = WriterThread(self.write_batch)
         try:
             yield
@@ -159,6 +161,38 @@ class ShardSet:
             raise
         pipeline, self._pipeline = self._pipeline, None
         pipeline.close()
+        self.merge_grown(before)
+
+    def structures(self) -> dict[tuple[int, str], Structure]:
+        """The segments of every full-text table, by (shard index, table)."""
+        with self._write_lock:
+            return {(shard.index, table): read_structure(shard.writer, table)
+                    for shard in self.shards for table in FTS_TABLES}
+
+    def merge_grown(self, before: Mapping[tuple[int, str], Structure]
+                    ) -> dict[tuple[int, str], Structure]:
+        """After a bulk write: merge the segments of each full-text table the write grew by a
+        good part of its size since `before` (`structures()`; indexer/segments.py). Answers do
+        not change, nor does any generation; lookups then probe one segment. Returns the
+        baseline for the next call: a merged table's structure now, the others' as before."""
+        after = dict(before)
+        with self._write_lock:
+            try:
+                for (index, table), was in before.items():
+                    conn = self.shards[index].writer
+                    if not needs_merge(was, read_structure(conn, table)):
+                        continue
+                    conn.execute("BEGIN IMMEDIATE")
+                    try:
+                        merge_segments(conn, table)
+                    except BaseException:
+                        conn.execute("ROLLBACK")
+                        raise
+                    conn.execute("COMMIT")
+                    after[index, table] = read_structure(conn, table)
+            except apsw.Error as exc:
+                raise query_error(INDEX_FAILED, f"merging index segments failed: {exc}") from exc
+        return after
 
     def _write(self, by_shard: dict[int, list[IndexRecord]],
                pos_by_shard: dict[int, dict[str, int]]) -> bool:

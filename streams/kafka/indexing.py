@@ -141,8 +141,15 @@ class DocumentIndexer:
         try:
             self.consumer.subscribe([self.topics.documents, self.shard_topic],
                                     listener=self.loop.listener(_ShardRequestsFromNow(self)))
+            baseline = self.shards.structures()
+            indexed = self.stats["indexed"]
             while not stop.is_set():
                 batches = await self.consumer.getmany(timeout_ms=200, max_records=BATCH_MAX)
+                if not batches and self.stats["indexed"] != indexed:
+                    # Caught up after writing: merge what the writes grew a good part of
+                    # (indexer/segments.py), off the loop so heartbeats and answers go on.
+                    indexed = self.stats["indexed"]
+                    baseline = await asyncio.to_thread(self.shards.merge_grown, baseline)
                 await self.loop.step(batches)
                 for tp, messages in batches.items():
                     if tp.topic == self.shard_topic:

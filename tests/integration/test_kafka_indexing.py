@@ -111,3 +111,54 @@ def test_a_partition_new_to_a_worker_is_indexed_from_its_start_not_from_the_grou
         assert {item["header"]["id"] for item in listing} == set(sids)
     finally:
         shards.close()
+
+
+def test_a_caught_up_index_worker_merges_the_segments_its_writes_grew(
+        broker: Any, settings: Settings, worker_factory: Any, tmp_path: Path) -> None:
+    """Two rounds of documents, the second indexed in a transaction of its own: the shard's
+    token index holds two segments until the worker, idle again, merges them (every term lookup
+    probes every segment; indexer/segments.py). Answers stay the same."""
+    from indexer.segments import read_structure
+
+    topics = Topics.of(settings)
+    asyncio.run(ensure_topics(broker.bootstrap, topics))
+    worker = worker_factory(("fold",))
+    shards = ShardSet(tmp_path / "index", IndexConfig(shards=settings.shards))
+    shard = shards.shard_for("mg-1")
+
+    def segments() -> int:
+        with shard.reader() as conn:
+            return read_structure(conn, "events_fts").segments
+
+    async def scenario() -> list[int]:
+        indexer = DocumentIndexer(settings, shards)
+        stop = asyncio.Event()
+        task = asyncio.create_task(indexer.run(stop))
+        seen = []
+        try:
+            for n, (seqs, first) in enumerate(((range(0, 20), True), (range(20, 40), False))):
+                await produce(broker.bootstrap, topics.events, wave("mg-1", seqs, with_header=first))
+                for _ in range(400):
+                    if sum(s["events"] for s in shard_stats(shards)) >= 20 * (n + 1):
+                        break
+                    await asyncio.sleep(0.1)
+                seen.append(segments())
+            for _ in range(100):  # the merge runs once a fetch comes back empty
+                if segments() == 1:
+                    break
+                await asyncio.sleep(0.1)
+            seen.append(segments())
+        finally:
+            stop.set()
+            await asyncio.wait_for(task, 20)
+        return seen
+
+    try:
+        seen = asyncio.run(scenario())
+        assert seen[0] == 1 and seen[-1] == 1, (seen, worker.log_tail())
+        assert sum(s["events"] for s in shard_stats(shards)) == 40
+        hits = QueryService(shards).search_events({"sessionId": "mg-1", "query": "flaky pipeline",
+                                                   "limit": 50})
+        assert sorted(h["seq"] for h in hits["items"]) == list(range(0, 40, 2))
+    finally:
+        shards.close()
