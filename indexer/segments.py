@@ -6,7 +6,10 @@ every term lookup probes each of them: a rare word's floor pass cost 33 µs per 
 1M-event bench corpus, 10.5 µs after an `optimize` that merged them into one (which took 0.1 s
 per 90k-document shard). After a bulk write the shard set merges a table whose leaf pages the
 write grew by at least `MERGE_AFTER_GROWTH` of its size: the merge rewrites the whole table,
-so its cost stays a bounded multiple of what the write itself added.
+so its cost stays a bounded multiple of what the write itself added. The pages the merged
+segments held are given back to the file system (shards are created with incremental
+auto-vacuum; a file an older build created is converted once, by a VACUUM as long as a merge):
+left in the file they made the 1M-event index 20 % larger (1.46 → 1.75 bytes per text byte).
 
 The segment list is read from the table's structure record (`<table>_data` row 10; format of
 SQLite's fts5_index.c, fts5StructureDecode): O(1), no scan.
@@ -25,6 +28,8 @@ MERGE_AFTER_GROWTH = 0.25
 #: The record id of an FTS5 table's structure record, and the marker of its version 2 layout.
 _STRUCTURE_ID = 10
 _STRUCTURE_V2 = b"\xff\x00\x00\x01"
+#: `PRAGMA auto_vacuum`'s value for incremental mode.
+INCREMENTAL = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,3 +102,12 @@ def merge_segments(conn: Conn, table: str) -> None:
     if table not in FTS_TABLES:
         raise ValueError(f"not a full-text table of a shard: {table!r}")
     conn.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+
+
+def release_free_pages(conn: Conn) -> None:
+    """Give the shard file's free pages back (outside any transaction): at once with
+    incremental auto-vacuum; a file created without it is converted first (one VACUUM)."""
+    if conn.execute("PRAGMA auto_vacuum").fetchone()[0] != INCREMENTAL:
+        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
+        conn.execute("VACUUM")  # (the mode of an existing file changes only by a VACUUM)
+    conn.execute("PRAGMA incremental_vacuum").fetchall()  # it frees pages as it is stepped

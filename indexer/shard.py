@@ -78,6 +78,9 @@ class Shard:
         c = self.writer
         # Blocks of ~1 KB and FTS5 leaves of ~4 KB pack better into 8 KB pages than into 4 KB.
         c.execute(f"PRAGMA page_size = {PAGE_SIZE}")
+        # Pages a segment merge frees go back to the file system (indexer/segments.py); the
+        # mode can only be chosen before the first table.
+        c.execute("PRAGMA auto_vacuum = INCREMENTAL")
         c.execute("BEGIN IMMEDIATE")
         try:
             for statement in DDL:

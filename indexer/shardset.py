@@ -17,7 +17,14 @@ from indexer.config import IndexConfig
 from indexer.errors import INDEX_FAILED, IndexOutdated, query_error
 from indexer.pipeline import WriterThread
 from indexer.routing import shard_file_name, shard_of
-from indexer.segments import FTS_TABLES, Structure, merge_segments, needs_merge, read_structure
+from indexer.segments import (
+    FTS_TABLES,
+    Structure,
+    merge_segments,
+    needs_merge,
+    read_structure,
+    release_free_pages,
+)
 from indexer.shard import Shard
 from indexer.writer import (
     ShardWriter,
@@ -176,6 +183,7 @@ class ShardSet:
         not change, nor does any generation; lookups then probe one segment. Returns the
         baseline for the next call: a merged table's structure now, the others' as before."""
         after = dict(before)
+        merged: set[int] = set()
         with self._write_lock:
             try:
                 for (index, table), was in before.items():
@@ -190,6 +198,9 @@ class ShardSet:
                         raise
                     conn.execute("COMMIT")
                     after[index, table] = read_structure(conn, table)
+                    merged.add(index)
+                for index in sorted(merged):
+                    release_free_pages(self.shards[index].writer)
             except apsw.Error as exc:
                 raise query_error(INDEX_FAILED, f"merging index segments failed: {exc}") from exc
         return after

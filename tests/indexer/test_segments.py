@@ -66,11 +66,23 @@ def _page(page: dict[str, Any]) -> dict[str, Any]:
 QUERIES = ["needle", "needle 4", "common words", "7 3", "absent"]
 
 
+def _file_pages(shards: ShardSet) -> list[tuple[int, int]]:
+    """(auto_vacuum mode, free pages) of each shard file."""
+    return [(s.writer.execute("PRAGMA auto_vacuum").fetchone()[0],
+             s.writer.execute("PRAGMA freelist_count").fetchone()[0]) for s in shards]
+
+
+@pytest.mark.parametrize("older_file", [False, True])
 def test_a_bulk_write_merges_the_segments_it_grew_and_answers_do_not_change(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, older_file: bool) -> None:
     monkeypatch.setattr(indexer.pipeline, "GROUP_RECORDS", 1)  # a transaction per batch
     with ShardSet(tmp_path / "sync", IndexConfig(shards=2)) as sync, \
             ShardSet(tmp_path / "piped", IndexConfig(shards=2)) as piped:
+        assert _file_pages(piped) == [(2, 0), (2, 0)]  # created with incremental auto-vacuum
+        if older_file:  # as a build before segment merges created them
+            for shard in piped:
+                shard.writer.execute("PRAGMA auto_vacuum = NONE; VACUUM")
+            assert _file_pages(piped) == [(0, 0), (0, 0)]
         for records, positions in _batches():
             sync.write_batch(records, positions)  # type: ignore[arg-type]
         with piped.pipeline():
@@ -81,6 +93,7 @@ def test_a_bulk_write_merges_the_segments_it_grew_and_answers_do_not_change(
         assert all(unmerged[shard, "events_fts"].segments > 1 for shard in (0, 1))
         assert all(merged[shard, "events_fts"].segments == 1 for shard in (0, 1))
         assert all(merged[shard, "events_tri"].segments == 0 for shard in (0, 1))
+        assert _file_pages(piped) == [(2, 0), (2, 0)]  # the merged segments' pages given back
         assert index_digest(piped) == index_digest(sync)
         a, b = QueryService(sync, clock=lambda: 10_000.0), QueryService(piped, clock=lambda: 10_000.0)
         try:
