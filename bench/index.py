@@ -20,7 +20,8 @@ Metrics (one run; the baselines are measured in the same run on the same machine
   `index_rate_ratio_vs_raw_fts5_plain_<small>` keep that older figure for comparison.)
 - `embedded_docs_per_s_*`: the real path, `Recall.ingest(dir)`: read + parse + validate the JSONL
   (LogBuilder), store append + fsync, fold, index records, `ShardSet.write_batch` (events rows,
-  FTS rows, sessions, tracking) into the 8 shards. documents/s = the same document count ÷ that
+  FTS rows, sessions, tracking) into the 8 shards, and the merge of each shard's FTS segments
+  that ends a bulk write (indexer/segments.py). documents/s = the same document count ÷ that
   wall time (the structural events without text are written too, as the real path does).
   `ingest_us_per_event_*`: the same wall time per event (all events, not only documents).
 - `index_rate_ratio_vs_raw_fts5` = embedded_docs_per_s ÷ raw_fts5_docs_per_s over the whole large
