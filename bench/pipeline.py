@@ -13,7 +13,11 @@ seed 23, compaction whenever the surface holds 120 nodes): 800 sessions × 250 e
 N = 200,000 events (+800 headers), native JSONL, ~60 MB.
 
 1. `embedded_ingest_events_per_s`: `Recall.open(fresh dir, shards=8).ingest(files)` over one
-   JSONL file per session (written before the clock starts): N ÷ wall time. The baseline of
+   JSONL file per session (written before the clock starts): N ÷ wall time, including the
+   merge of the shards' FTS segments that ends the ingest (a Kafka index worker merges its own
+   later, after 2 s without documents: outside the pipeline's window). Median of
+   EMBEDDED_RUNS (3) fresh ingests (`_min`/`_max`: their spread; one run alone varied 29.5k–38k
+   between two bench runs minutes apart). The baseline of
    the `*_ratio_vs_embedded` metrics; measured in the same run just before the broker's
    measurements, so both share the machine's state. Its index digest is the expected answer;
    `embedded_index_digest_s` is that digest's time (a large index: shards re-folded by the
@@ -84,6 +88,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import os
 import shutil
 import sqlite3
@@ -109,6 +114,8 @@ from tests.integration.brokers import Broker, start_broker, stop_broker
 from tests.integration.kafkaio import WorkerProcess, produce, start_worker
 
 SHARDS = 8
+#: Fresh embedded ingests measured for the baseline (its median).
+EMBEDDED_RUNS = 3
 T0 = 1_700_000_000_000
 COMPACT_AT = 120
 SESSIONS = 800
@@ -359,17 +366,24 @@ class Suite:
     # 1. the embedded baseline ----------------------------------------------------------------
 
     def embedded(self) -> dict[str, Any]:
-        target = self.work / "embedded"
-        shutil.rmtree(target, ignore_errors=True)
-        start = time.perf_counter()
-        with Recall.open(target, shards=SHARDS) as recall:
-            recall.ingest(self.files)
-            elapsed = time.perf_counter() - start
+        rates = []
+        digest_s = 0.0
+        for run in range(EMBEDDED_RUNS):
+            target = self.work / "embedded"
+            shutil.rmtree(target, ignore_errors=True)
+            gc.collect()
             start = time.perf_counter()
-            self.expected = recall.index_digest()
-            digest_s = time.perf_counter() - start
-        shutil.rmtree(target, ignore_errors=True)
-        return {"embedded_ingest_events_per_s": round(self.events / elapsed),
+            with Recall.open(target, shards=SHARDS) as recall:
+                recall.ingest(self.files)
+                rates.append(self.events / (time.perf_counter() - start))
+                if run == 0:
+                    start = time.perf_counter()
+                    self.expected = recall.index_digest()
+                    digest_s = time.perf_counter() - start
+            shutil.rmtree(target, ignore_errors=True)
+        return {"embedded_ingest_events_per_s": round(statistics.median(rates)),
+                "embedded_ingest_events_per_s_min": round(min(rates)),
+                "embedded_ingest_events_per_s_max": round(max(rates)),
                 "embedded_index_digest_s": round(digest_s, 2)}
 
     # 2.–9. one worker on the segment corpus --------------------------------------------------

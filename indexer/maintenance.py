@@ -9,11 +9,13 @@ from typing import Any
 from indexer import database
 from indexer.routing import shard_file_name
 from indexer.schema import APPLICATION_ID, SCHEMA_VERSION
+from indexer.segments import FTS_TABLES, merge_segments, read_structure, release_free_pages
 from indexer.shardset import ShardSet
 
 
 def shard_stats(shardset: ShardSet) -> list[dict[str, Any]]:
-    """Per shard: sessions, events, documents, bytes on disk (db + WAL), generation, epoch, the
+    """Per shard: sessions, events, documents, bytes on disk (db + WAL), the token index's FTS5
+    segments (indexer/segments.py), generation, epoch, the
     redaction rules' fingerprint and the secrets redacted, by kind (never a secret itself)."""
     out: list[dict[str, Any]] = []
     for shard in shardset:
@@ -28,6 +30,7 @@ def shard_stats(shardset: ShardSet) -> list[dict[str, Any]]:
                 "documents": c.execute("SELECT count(*) FROM events WHERE len > 0").fetchone()[0],
                 "textChars": c.execute("SELECT coalesce(sum(len), 0) FROM events").fetchone()[0],
                 "bytes": size, "generation": meta.generation, "epoch": meta.epoch,
+                "segments": read_structure(c, "events_fts").segments,
                 "substring": meta.substring, "redaction": meta.redaction,
                 "redacted": dict(sorted(meta.redacted.items())),
             })
@@ -68,8 +71,9 @@ def optimize_shards(shardset: ShardSet) -> None:
     with shardset.writing():
         for shard in shardset:
             c = shard.writer
-            for table in ("events_fts", "events_tri"):
-                c.execute(f"INSERT INTO {table}({table}) VALUES ('optimize')")
+            for table in FTS_TABLES:
+                merge_segments(c, table)
+            release_free_pages(c)
             c.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
 

@@ -588,11 +588,12 @@ def stats(ctx: click.Context, as_json: bool) -> None:
     if as_json:
         emit_json(rows)
         return
-    print_columns([("shard", "sessions", "events", "documents", "bytes", "generation",
-                    "problems"),
+    print_columns([("shard", "sessions", "events", "documents", "bytes", "segments",
+                    "generation", "problems"),
                    *((str(row["shard"]), str(row["sessions"]), str(row["events"]),
-                      str(row["documents"]), str(row["bytes"]), str(row["generation"]),
-                      visible("; ".join(row["problems"]) or "ok")) for row in rows)])
+                      str(row["documents"]), str(row["bytes"]), str(row["segments"]),
+                      str(row["generation"]), visible("; ".join(row["problems"]) or "ok"))
+                     for row in rows)])
     # Kinds and counts only: the secrets themselves never leave the store.
     totals = redaction_totals(rows)
     rules = ", ".join(sorted({str(r["redaction"]) for r in rows}))

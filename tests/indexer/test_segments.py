@@ -10,7 +10,7 @@ import apsw
 import pytest
 
 import indexer.pipeline
-from indexer import IndexConfig, QueryService, ShardSet
+from indexer import IndexConfig, QueryService, ShardSet, shard_stats
 from indexer.digest import index_digest
 from indexer.segments import Structure, decode_structure, needs_merge, read_structure
 
@@ -94,6 +94,9 @@ def test_a_bulk_write_merges_the_segments_it_grew_and_answers_do_not_change(
         assert all(merged[shard, "events_fts"].segments == 1 for shard in (0, 1))
         assert all(merged[shard, "events_tri"].segments == 0 for shard in (0, 1))
         assert _file_pages(piped) == [(2, 0), (2, 0)]  # the merged segments' pages given back
+        assert [row["segments"] for row in shard_stats(piped)] == [1, 1]  # `recall index stats`
+        assert [row["segments"] for row in shard_stats(sync)] == \
+            [unmerged[shard, "events_fts"].segments for shard in (0, 1)]
         assert index_digest(piped) == index_digest(sync)
         a, b = QueryService(sync, clock=lambda: 10_000.0), QueryService(piped, clock=lambda: 10_000.0)
         try:
