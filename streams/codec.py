@@ -34,10 +34,13 @@ class DecodedHeader:
 @dataclass(frozen=True, slots=True)
 class DecodedEvents:
     """An events-topic record that carried one event, or a packed chunk row's expanded events
-    (`packed`: then each member's duplicate digest is over its own JSON, not the record bytes)."""
+    (`packed`: then each member's duplicate digest is over its own JSON, not the record bytes).
+    `canonical`: the line's bytes are exactly orjson's writing of its one event, so they serve
+    as the event's raw JSON without dumping it again (a packed member's own dump serves too)."""
 
     events: tuple[dict[str, Any], ...]
     packed: bool
+    canonical: bool = False
 
 
 Decoded = DecodedHeader | DecodedEvents
@@ -80,7 +83,7 @@ def decode_event_line(line: bytes | None, *, max_bytes: int) -> Decoded:
         return DecodedEvents(tuple(expand_chunk_row(parsed)), packed=True)
     # A line orjson writes back byte for byte vouches for its own numbers (no walk of `data`).
     return DecodedEvents((parse_event(parsed, canonical=line if canonical else None),),
-                         packed=False)
+                         packed=False, canonical=canonical)
 
 
 def encode_event_value(line: Mapping[str, Any]) -> bytes:

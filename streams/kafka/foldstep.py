@@ -261,7 +261,11 @@ class FoldProcessor:
             pages_seen = max(pages_seen, step.page_count_before)
             digests = (*digests, mark)[-DIGEST_WINDOW:]
             first_seq = state.next_seq - len(digests)
-            out.documents.append(event_record(sid, event, step, redactor=self.redactor))
+            # the bytes just digested are the event's own JSON when orjson wrote them (a packed
+            # member) or would write them back exactly (a canonical line): no second dump
+            out.documents.append(event_record(
+                sid, event, step, redactor=self.redactor,
+                raw=line if decoded.packed or decoded.canonical else None))
         if out.documents:  # the whole line was accepted: it becomes the session's state
             session.loaded = Loaded(loaded.meta, state, first_seq, digests)
             session.dirty.update(dirty)

@@ -60,7 +60,16 @@ def test_header_and_event_decode_to_their_wire_dicts() -> None:
                                      "createdAt": 1_700_000_000_000, "cwd": "/w"})
     event = user(0, "hello")
     assert decode_event_line(orjson.dumps(event), max_bytes=LIMIT) == DecodedEvents(
-        (event,), packed=False)
+        (event,), packed=False, canonical=True)
+
+
+def test_only_a_line_orjson_writes_back_exactly_is_canonical() -> None:
+    event = user(0, "hello")
+    spaced = orjson.dumps(event, option=orjson.OPT_INDENT_2).replace(b"\n", b"")
+    exponent = orjson.dumps(event).replace(b'"data":{', b'"data":{"n":1.0e3,')
+    for line in (spaced, exponent):
+        decoded = decode_event_line(line, max_bytes=LIMIT)
+        assert isinstance(decoded, DecodedEvents) and not decoded.canonical, line
 
 
 def test_chunk_row_expands_to_its_events() -> None:
@@ -179,7 +188,7 @@ def test_the_size_limit_applies_per_line_of_a_segment() -> None:
     segment = encode_segment([small] * 100)
     assert len(segment) > LIMIT
     assert [decode_event_line(line, max_bytes=LIMIT) for _, line in split_segment(segment)] \
-        == [DecodedEvents((user(0, "x" * 10),), packed=False)] * 100
+        == [DecodedEvents((user(0, "x" * 10),), packed=False, canonical=True)] * 100
 
 
 def test_a_dead_letter_names_the_line_of_its_record() -> None:

@@ -237,3 +237,22 @@ def test_line_digests_keep_their_stored_form() -> None:
     # Fold tables in changelogs hold these digests: a change of form would turn every
     # redelivered line into a duplicate conflict.
     assert digest(b'{"type":"user/message","seq":0}') == "GTH9YJpe0xas"
+
+
+def test_every_document_carries_the_events_compact_json_whatever_line_it_came_from() -> None:
+    # a canonical line lends its own bytes, a packed member its own dump; any other line
+    # (spaces, an exponent orjson writes differently) is dumped: the same bytes every way
+    h = started(0)
+    spaced = orjson.dumps(user(0, "a"), option=orjson.OPT_INDENT_2).replace(b"\n", b"")
+    exponent = orjson.dumps(user(1, "b")).replace(b'"data":{', b'"data":{"n":1.0e3,')
+    canonical = orjson.dumps(user(2, "c"))
+    row = {"type": "text-chunks", "seq0": 3, "time0": 5,
+           "members": [{"dt": 0, "data": {"d": "x"}}, {"dt": 1, "data": {"d": "y"}}]}
+    docs = [d for line in (spaced, exponent, canonical, orjson.dumps(row))
+            for d in h.feed(line).documents]
+    assert [d.seq for d in docs] == [0, 1, 2, 3, 4]
+    for doc in docs:
+        assert isinstance(doc, EventRecord)
+        assert doc.raw == orjson.dumps(orjson.loads(doc.raw))
+    assert b" " not in docs[0].raw and b'"n":1000.0' in docs[1].raw
+    assert docs[2].raw == canonical
