@@ -164,3 +164,33 @@ def test_session_positions_live_in_the_session_shard(make_index):
     assert all(s.tracking()["topic:0"] == 7 for s in shards)
     assert shards.tracking_position("store:s1") == 1
     assert shards.tracking_position("topic:0") == 7
+
+
+def test_block_dictionaries_are_trained_once_enough_blocks_exist_and_deterministically(tmp_path):
+    # 70 sessions x 40 events: 140 blocks of one shard, past the first training point (64)
+    from indexer.blocks import TRAINING, decode_block
+    from indexer.schema import BLOCK_EVENTS
+
+    sessions = {f"dict-{i:03d}": texts_session(
+        f"dict-{i:03d}", [f"message {i} number {j} about compiler flags and test runs"
+                          for j in range(40)]) for i in range(70)}
+    assert len(sessions) * 40 // BLOCK_EVENTS >= TRAINING[0][0]
+    dictionaries = []
+    for name in ("a", "b"):
+        root = tmp_path / name
+        with ShardSet(root, IndexConfig(shards=1)) as shards:
+            for sid, records in sessions.items():
+                shards.write_batch(records, {f"src:{sid}": 1})
+        conn = sqlite3.connect(root / shard_file_name(0))
+        epoch = conn.execute("SELECT value FROM meta WHERE key = 'epoch'").fetchone()[0]
+        dictionaries.append(conn.execute("SELECT id, data FROM dictionaries").fetchall())
+        used = set()
+        raws: list[bytes] = []
+        for (data,) in conn.execute("SELECT data FROM blocks"):
+            used.add(data[0])
+            raws.extend(decode_block(conn, epoch, data).values())
+        conn.close()
+        assert sorted(raws) == sorted(
+            r.raw for records in sessions.values() for r in records if hasattr(r, "raw"))
+        assert 1 in used  # the blocks written after the training use the dictionary
+    assert len(dictionaries[0]) == 1 and dictionaries[0] == dictionaries[1]
