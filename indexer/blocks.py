@@ -34,7 +34,7 @@ TRAINING = ((64, 32 * 1024), (2048, 110 * 1024))
 TRAIN_SAMPLE_BLOCKS = 512
 #: COVER parameters given, not searched for: zstd's default search tries dozens of (k, d) pairs
 #: and took 4-5x as long (bench corpus, 512 blocks → 110 KiB: 126 → 27 ms; 64 → 32 KiB: 20 → 9 ms)
-#: for blocks no smaller: 21.04 % of the raw size both ways, 23.42 % against 23.54 % with its
+#: and the blocks came out no larger: 21.04 % of the raw size both ways, 23.42 % against 23.54 % with its
 #: pick; on the real Claude Code / Codex excerpts 15.72 % both ways (110 KiB), 17.11 % against
 #: 17.39 % (32 KiB). The search itself settles on k=1024, d=8 for the large dictionary.
 TRAIN_K, TRAIN_D = 1024, 8

@@ -14,7 +14,7 @@ from indexer.routing import shard_file_name
 from indexer.schema import APPLICATION_ID, SCHEMA_VERSION
 from projections.errors import SessionQueryError
 from projections.fold import SurfaceState
-from projections.records import HeaderRecord
+from projections.records import EventRecord, HeaderRecord
 
 from .helpers import event_records, header, session_records, texts_session, user
 
@@ -191,6 +191,7 @@ def test_block_dictionaries_are_trained_once_enough_blocks_exist_and_determinist
             raws.extend(decode_block(conn, epoch, data).values())
         conn.close()
         assert sorted(raws) == sorted(
-            r.raw for records in sessions.values() for r in records if hasattr(r, "raw"))
+            r.raw for records in sessions.values() for r in records
+            if isinstance(r, EventRecord))
         assert 1 in used  # the blocks written after the training use the dictionary
     assert len(dictionaries[0]) == 1 and dictionaries[0] == dictionaries[1]
