@@ -90,21 +90,31 @@ def digest(raw: bytes) -> str:
     return b2a_base64(hashlib.blake2b(raw, digest_size=9).digest(), newline=False).decode("ascii")
 
 
+#: A digest window entry: the digest, or (while a record folds) the accepted event's JSON whose
+#: digest is taken only if it is still in the window when the record's writes are encoded or a
+#: redelivery is checked against it (a 250-event segment digests its last 32 events, not 250).
+Mark = str | bytes
+
+
+def resolve(mark: Mark) -> str:
+    return digest(mark) if isinstance(mark, bytes) else mark
+
+
 class Loaded(NamedTuple):  # rebuilt per accepted line: a NamedTuple is the cheap immutable
     """A session's decoded state as of `meta`, with its digest window."""
 
     meta: bytes
     state: SurfaceState
     first_seq: int
-    digests: tuple[str, ...]
+    digests: tuple[Mark, ...]
 
     def digest_of(self, seq: int) -> str | None:
         i = seq - self.first_seq
-        return self.digests[i] if 0 <= i < len(self.digests) else None
+        return resolve(self.digests[i]) if 0 <= i < len(self.digests) else None
 
 
-def encode_digests(first_seq: int, digests: tuple[str, ...]) -> bytes:
-    return orjson.dumps([first_seq, *digests])
+def encode_digests(first_seq: int, digests: tuple[Mark, ...]) -> bytes:
+    return orjson.dumps([first_seq, *map(resolve, digests)])
 
 
 def decode_digests(raw: bytes | None, next_seq: int) -> tuple[int, tuple[str, ...]]:
@@ -151,8 +161,10 @@ class _Session:
         for i in range(len(state.pages), self.pages_seen):
             out[table_key(self.sid, f"p{i}")] = None
         if self.loaded.digests:
-            out[table_key(self.sid, "d")] = encode_digests(self.loaded.first_seq,
-                                                           self.loaded.digests)
+            digests = tuple(map(resolve, self.loaded.digests))
+            # the cache keeps digests, not the record's bytes
+            self.loaded = self.loaded._replace(digests=digests)
+            out[table_key(self.sid, "d")] = encode_digests(self.loaded.first_seq, digests)
         out[table_key(self.sid, "m")] = encode_meta(state)
         return out
 
@@ -244,9 +256,8 @@ class FoldProcessor:
             assert line is not None
             check_event_type(event)
             seq = event["seq"]
-            mark = digest(line)
             if seq < state.next_seq:
-                self._check_duplicate(seq, mark, first_seq, digests)
+                self._check_duplicate(seq, digest(line), first_seq, digests)
                 out.duplicates += 1
                 continue
             if seq > state.next_seq:
@@ -259,7 +270,7 @@ class FoldProcessor:
             state = step.state
             dirty.extend(step.dirty_pages)
             pages_seen = max(pages_seen, step.page_count_before)
-            digests = (*digests, mark)[-DIGEST_WINDOW:]
+            digests = (*digests, line)[-DIGEST_WINDOW:]
             first_seq = state.next_seq - len(digests)
             # the bytes just digested are the event's own JSON when orjson wrote them (a packed
             # member) or would write them back exactly (a canonical line): no second dump
@@ -294,11 +305,11 @@ class FoldProcessor:
         return FoldOutcome(documents=[HeaderRecord(sid, header)])
 
     def _check_duplicate(self, seq: int, mark: str, first_seq: int,
-                         digests: tuple[str, ...]) -> None:
+                         digests: tuple[Mark, ...]) -> None:
         i = seq - first_seq
         if not 0 <= i < len(digests):
             self.stats["duplicates_unverified"] += 1
-        elif digests[i] != mark:
+        elif resolve(digests[i]) != mark:
             raise InputRejected(f"seq {seq} was already accepted with different content",
                                 code=INGEST_DUPLICATE_CONFLICT)
 

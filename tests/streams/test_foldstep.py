@@ -233,6 +233,27 @@ def test_a_segment_redelivered_is_all_duplicates() -> None:
     assert not any(line.outcome.documents for line in again)
 
 
+def test_a_long_segment_digests_only_its_window_yet_stores_what_single_records_store() -> None:
+    # Digests are taken lazily (only for the events still in the window when the record's
+    # writes are encoded); the stored window must be exactly the eager one.
+    events = [user(seq, f"q{seq}") for seq in range(DIGEST_WINDOW * 3)]
+    singles = started()
+    for event in events:
+        singles.feed(event)
+    h = started()
+    overlay = Overlay(h.table)
+    h.processor.fold_record(overlay, SID, _segment(*events))
+    h.table.update({k: v for k, v in overlay.drain() if v is not None})
+    assert h.table == singles.table
+    stored = orjson.loads(h.table[table_key("s1", "d")])
+    assert stored == [2 * DIGEST_WINDOW, *(digest(orjson.dumps(e)) for e in events[-DIGEST_WINDOW:])]
+    cached = h.processor._cache["s1"]
+    assert all(isinstance(mark, str) for mark in cached.digests)  # no record bytes kept
+    # a redelivery of the last event verifies against the stored digest; a changed one fails
+    assert h.feed(events[-1]).duplicates == 1
+    assert h.code(user(len(events) - 1, "changed")) == INGEST_DUPLICATE_CONFLICT
+
+
 def test_line_digests_keep_their_stored_form() -> None:
     # Fold tables in changelogs hold these digests: a change of form would turn every
     # redelivered line into a duplicate conflict.
