@@ -202,10 +202,13 @@ class FoldProcessor:
             self.stats[f"rejected:{exc.code}"] += len(lines)
             return [LineOutcome(index, raw, FoldOutcome(rejection=exc)) for index, raw in lines]
         session = _Session(sid)
+        # one scan of the whole segment finds the lines redaction may touch (the rest skip it)
+        hinted = self.redactor.hinted_lines(value) if value else None
         out = []
         for index, raw in lines:
             try:
-                outcome = self._fold_line(overlay, session, raw)
+                outcome = self._fold_line(overlay, session, raw,
+                                          quiet=hinted is not None and index not in hinted)
             except InputRejected as exc:
                 self.stats[f"rejected:{exc.code}"] += 1
                 outcome = FoldOutcome(rejection=exc)
@@ -235,7 +238,9 @@ class FoldProcessor:
             outcome.writes = dict(overlay.drain())
         return outcome
 
-    def _fold_line(self, view: StateView, session: _Session, raw: bytes | None) -> FoldOutcome:
+    def _fold_line(self, view: StateView, session: _Session, raw: bytes | None, *,
+                   quiet: bool = False) -> FoldOutcome:
+        """`quiet`: the line holds no redaction hint (`Redactor.hinted_lines`)."""
         decoded = decode_event_line(raw, max_bytes=self.max_event_bytes)
         sid = session.sid
         if isinstance(decoded, DecodedHeader):
@@ -251,6 +256,8 @@ class FoldProcessor:
         dirty: list[int] = []
         pages_seen = session.pages_seen
         out = FoldOutcome()
+        # redaction would find nothing in a quiet line that is its event's own JSON
+        redactor = NO_REDACTION if quiet and decoded.canonical else self.redactor
         for event in decoded.events:
             line = orjson.dumps(event) if decoded.packed else raw
             assert line is not None
@@ -275,7 +282,7 @@ class FoldProcessor:
             # the bytes just digested are the event's own JSON when orjson wrote them (a packed
             # member) or would write them back exactly (a canonical line): no second dump
             out.documents.append(event_record(
-                sid, event, step, redactor=self.redactor,
+                sid, event, step, redactor=redactor,
                 raw=line if decoded.packed or decoded.canonical else None))
         if out.documents:  # the whole line was accepted: it becomes the session's state
             session.loaded = Loaded(loaded.meta, state, first_seq, digests)

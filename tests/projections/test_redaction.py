@@ -175,3 +175,24 @@ def test_hints_inside_json_keys_wake_no_value_rule_but_escaped_json_in_values_do
     assert counts == {"demo-assign": 2}
     assert out["data"] == {"text": '{"pass=' + marker("demo-assign") + ' 1} and pass='
                            + marker("demo-assign")}  # `\\S+` took `abc":` whole
+
+
+def test_hinted_lines_name_exactly_the_lines_of_a_segment_holding_a_hint() -> None:
+    lines = [orjson.dumps(event({"text": "plain words"})),
+             orjson.dumps(event({"text": f"a token {T1} here"})),
+             orjson.dumps(event({"note": "nothing"})),
+             orjson.dumps(event({"mySecret": "abcdefgh"})),  # a key hint counts too
+             orjson.dumps(event({"text": "BEGIN"}))]
+    segment = b"\n".join(lines)
+    assert R.hinted_lines(segment) == {1, 3, 4}
+    assert R.hinted_lines(lines[0]) == frozenset()
+    # every line a hint skips would come back from redact_event as it is
+    for i, line in enumerate(lines):
+        if i not in {1, 3, 4}:
+            ev = orjson.loads(line)
+            assert R.redact_event(ev, line)[0] is ev
+    # a rule without hints may match anywhere: no line can be skipped
+    assert Redactor((Rule("demo-any", re.compile(r"zz+")),)).hinted_lines(segment) is None
+    assert Redactor((TOKEN,), KeyRule("demo-k", re.compile(r"pw"), lambda v: True)
+                    ).hinted_lines(segment) is None
+    assert Redactor((TOKEN,), enabled=False).hinted_lines(segment) == frozenset()

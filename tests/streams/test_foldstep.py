@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import orjson
@@ -17,8 +18,9 @@ from projections.errors import (
     INGEST_SEQ_GAP,
     INGEST_UNKNOWN_EVENT_TYPE,
 )
-from projections.fold import fold_surface
-from projections.records import EventRecord, HeaderRecord
+from projections.fold import SurfaceState, fold_surface
+from projections.records import EventRecord, HeaderRecord, fold_records
+from projections.redaction import KeyRule, Redactor, Rule
 from streams.kafka.foldstep import (
     DIGEST_WINDOW,
     SEP,
@@ -252,6 +254,31 @@ def test_a_long_segment_digests_only_its_window_yet_stores_what_single_records_s
     # a redelivery of the last event verifies against the stored digest; a changed one fails
     assert h.feed(events[-1]).duplicates == 1
     assert h.code(user(len(events) - 1, "changed")) == INGEST_DUPLICATE_CONFLICT
+
+
+def test_a_segment_scanned_once_for_redaction_hints_redacts_as_event_by_event_does() -> None:
+    # The fold skips redaction for the lines a single scan of the segment finds no hint in;
+    # its documents must equal the embedded path's, which redacts every event on its own.
+    token = Rule("demo-token", re.compile(r"tok_[a-z0-9]{12}"), hints=("tok_",), bounded=True)
+    redactor = Redactor((token,), KeyRule("demo-key", re.compile(r"(?i).*secret"),
+                                          lambda v: len(v) >= 6, hints=("secret", "Secret")))
+    events = [user(0, "plain"), user(1, "key tok_abcdef123456 here"), assistant(2, "no hint"),
+              tool_result(3, "tok_ but short"), user(4, "after")]
+    spaced = orjson.dumps(user(5, "tok_zzzzzz999999")).replace(b'","', b'", "')
+    quiet_spaced = orjson.dumps(user(6, "still plain")).replace(b'","', b'", "')
+    processor = FoldProcessor(max_event_bytes=4096, redactor=redactor)
+    table: dict[str, bytes] = {}
+    overlay = Overlay(table)
+    processor.fold_record(overlay, SID, orjson.dumps(header("s1")))
+    lines = processor.fold_record(overlay, SID, _segment(*events, spaced, quiet_spaced))
+    documents = [d for line in lines for d in line.outcome.documents]
+    _, expected = fold_records("s1", SurfaceState(), [*events, orjson.loads(spaced),
+                                                      orjson.loads(quiet_spaced)],
+                               redactor=redactor)
+    assert documents == expected
+    assert [b"tok_abcdef123456" in d.raw or b"tok_zzzzzz999999" in d.raw
+            for d in documents] == [False] * 7
+    assert sum(b"[redacted:demo-token]" in d.raw for d in documents) == 2
 
 
 def test_line_digests_keep_their_stored_form() -> None:
