@@ -32,6 +32,7 @@ from indexer.routing import shard_file_name
 from projections.errors import ConfigError, IndexDamaged, RecallError, SessionQueryError
 from projections.fold import Step, SurfaceState, apply, plan
 from projections.records import HeaderRecord, IndexRecord, event_record, fold_records
+from projections.redaction import NO_REDACTION
 from streams.detectors import build_redactor
 from streams.generations import Generations
 from streams.ingest import Importer, Ingestor, IngestReport
@@ -221,8 +222,15 @@ class EmbeddedRuntime:
         if steps is not None and len(steps) == len(events):
             if raws is None:
                 raws = [None] * len(events)
-            records.extend(event_record(session_id, e, s, redactor=self.redactor, raw=r)
-                           for e, s, r in zip(events, steps, raws, strict=True))
+            # one scan of the batch's raw lines finds the events redaction could touch; the
+            # others skip the per-event call (compact JSON lines hold no newline)
+            hinted = self.redactor.hinted_lines(b"\n".join(r or b"" for r in raws)) \
+                if any(raws) else None
+            quiet = NO_REDACTION
+            records.extend(
+                event_record(session_id, e, s, raw=r, redactor=quiet if (
+                    hinted is not None and r is not None and i not in hinted) else self.redactor)
+                for i, (e, s, r) in enumerate(zip(events, steps, raws, strict=True)))
             next_seq = steps[-1].state.next_seq if steps else before.next_seq
         else:
             state, event_records = fold_records(session_id, before, events,
