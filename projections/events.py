@@ -43,6 +43,15 @@ KNOWN_EVENT_TYPES: frozenset[str] = SURFACE_TYPES | frozenset({
 CHUNK_ROW_TYPES: frozenset[str] = frozenset({"text-chunks", "reasoning-chunks", "tool-call-chunks"})
 
 
+def is_chunk_row(value: Any) -> bool:
+    """A decoded line that is a packed chunk row (its `type` may be anything on hostile input:
+    a list or a dict must not reach the set lookup)."""
+    if not isinstance(value, dict):
+        return False
+    kind = value.get("type")
+    return isinstance(kind, str) and kind in CHUNK_ROW_TYPES
+
+
 def check_lossless(value: Any, path: str = "data") -> None:
     """Reject values JSON cannot carry exactly (PROTOCOL §1.2): -0, non-finite, unsafe ints, non-JSON types."""
     # Almost every value passes: walk it without building paths, and only when that walk finds

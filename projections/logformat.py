@@ -31,7 +31,7 @@ from projections.errors import (
     FoldError,
     InputRejected,
 )
-from projections.events import CHUNK_ROW_TYPES, KNOWN_EVENT_TYPES, parse_event, parse_header
+from projections.events import KNOWN_EVENT_TYPES, is_chunk_row, parse_event, parse_header
 from projections.fold import Step, SurfaceState, plan
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -202,7 +202,7 @@ class LogBuilder:
                 self._block(Rejection(number, exc.code, exc.message, line))
             return
         try:
-            if isinstance(value, dict) and value.get("type") in CHUNK_ROW_TYPES:
+            if is_chunk_row(value):
                 for event in expand_chunk_row(value):
                     self.feed_event(event)
             else:

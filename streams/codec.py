@@ -17,7 +17,7 @@ from projections.errors import (
     INGEST_SCHEMA_VIOLATION,
     InputRejected,
 )
-from projections.events import CHUNK_ROW_TYPES, parse_event, parse_header
+from projections.events import is_chunk_row, parse_event, parse_header
 from projections.fold import Replacement
 from projections.logformat import expand_chunk_row
 from projections.records import EventRecord, HeaderRecord, IndexRecord, record_from_json
@@ -79,7 +79,7 @@ def decode_event_line(line: bytes | None, *, max_bytes: int) -> Decoded:
     parsed, canonical = jsonwire.loads_canonical(line)
     if isinstance(parsed, dict) and parsed.get("type") == "session":
         return DecodedHeader(parse_header(parsed))
-    if isinstance(parsed, dict) and parsed.get("type") in CHUNK_ROW_TYPES:
+    if is_chunk_row(parsed):
         return DecodedEvents(tuple(expand_chunk_row(parsed)), packed=True)
     # A line orjson writes back byte for byte vouches for its own numbers (no walk of `data`).
     return DecodedEvents((parse_event(parsed, canonical=line if canonical else None),),

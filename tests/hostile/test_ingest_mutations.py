@@ -93,13 +93,14 @@ def mutated(draw: st.DrawFn) -> tuple[str, bytes]:
             paths: list[list[Any]] = []
             _paths(value, [], paths)
             path = draw(st.sampled_from(paths))
-            if op == "confuse":
-                lines[i] = orjson.dumps(_splice_value(value, path, draw(
-                    st.sampled_from(HOSTILE_VALUES))))
-            else:
-                marker = "\x00splice\x00"
-                text = orjson.dumps(_splice_value(value, path, marker))
-                lines[i] = text.replace(orjson.dumps(marker), draw(st.sampled_from(RAW_VALUES)), 1)
+            marker = "\x00splice\x00"
+            replacement = draw(st.sampled_from(HOSTILE_VALUES)) if op == "confuse" else marker
+            try:  # orjson writes at most 254 levels: a "deep" line read back cannot be rewritten
+                text = orjson.dumps(_splice_value(value, path, replacement))
+            except TypeError:
+                continue
+            lines[i] = text if op == "confuse" else text.replace(
+                orjson.dumps(marker), draw(st.sampled_from(RAW_VALUES)), 1)
         elif op == "dupkey" and line.startswith(b"{"):
             lines[i] = b'{"type":"x",' + line[1:]
         elif op == "deep":

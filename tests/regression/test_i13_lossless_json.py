@@ -63,3 +63,14 @@ def test_duplicate_lines_inside_one_file(recall: Any, write_log: Callable[..., P
     assert report["rejectedByCode"] == {"INGEST_DUPLICATE_CONFLICT": 1}
     [letter] = dead_letters(recall.settings.data_dir)
     assert letter["line"] == 5 and parked_bytes(letter) == orjson.dumps(other1)
+
+
+@pytest.mark.parametrize("line", [b'{"type":["list"]}', b'{"type":{"a":1},"seq":1,"time":1,"data":{}}'])
+def test_a_type_that_is_not_a_string_is_parked_not_raised(
+        recall: Any, write_log: Callable[..., Path], line: bytes) -> None:
+    # found by the mutation fuzzer: `["list"] in CHUNK_ROW_TYPES` raised TypeError out of ingest
+    path = write_log("t.jsonl", header("t", cwd="/w"), [user(0, "a")], raw_lines=[line])
+    report = recall.ingest([path]).to_json()
+    assert report["rejectedByCode"] == {"INGEST_SCHEMA_VIOLATION": 1}
+    [letter] = dead_letters(recall.settings.data_dir)
+    assert parked_bytes(letter) == line

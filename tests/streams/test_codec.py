@@ -88,6 +88,9 @@ def test_chunk_row_expands_to_its_events() -> None:
      INGEST_SCHEMA_VIOLATION),
     (orjson.dumps([1, 2]), INGEST_SCHEMA_VIOLATION),
     (None, INGEST_SCHEMA_VIOLATION),
+    # a type that is not a string must not reach the chunk-row lookup (it raised TypeError)
+    (b'{"type":["list"]}', INGEST_SCHEMA_VIOLATION),
+    (b'{"type":{"text-chunks":1},"seq":1,"time":1,"data":{}}', INGEST_SCHEMA_VIOLATION),
 ])
 def test_bad_values_are_rejected_with_stable_codes(value: bytes | None, code: str) -> None:
     assert rejected(value) == code
