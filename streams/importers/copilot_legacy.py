@@ -28,7 +28,7 @@ from streams.importers.common import (
 )
 from streams.importers.copilot_cli import PREFIX
 from streams.importers.registry import ImporterSpec, Location
-from streams.importers.sniffing import document_head
+from streams.importers.sniffing import document_head, is_record_stream
 from streams.importers.turns import TurnClock
 
 NAME = f"{PREFIX}-legacy"
@@ -121,7 +121,7 @@ def sniff(path: PurePath, head: bytes) -> bool:
     squeezed = document_head(head)
     return squeezed.startswith(b"{") and b'"sessionId":' in squeezed \
         and (b'"chatMessages":' in squeezed or b'"timeline":' in squeezed) \
-        and b'"projectHash":' not in squeezed
+        and b'"projectHash":' not in squeezed and not is_record_stream(head)
 
 
 SPEC = ImporterSpec(

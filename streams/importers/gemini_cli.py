@@ -34,7 +34,7 @@ from streams.importers.common import (
 )
 from streams.importers.gemini_workspace import recover_cwd
 from streams.importers.registry import ImporterSpec, Location
-from streams.importers.sniffing import document_head, head_lines
+from streams.importers.sniffing import document_head, head_lines, is_record_stream
 from streams.importers.turns import TurnClock
 
 PREFIX = "gemini-cli"
@@ -323,7 +323,8 @@ def import_gemini_jsonl(data: bytes, source_name: str) -> list[ImportedSession]:
 def sniff_document(path: PurePath, head: bytes) -> bool:
     squeezed = document_head(head)
     return squeezed.startswith(b"{") and b'"sessionId":' in squeezed \
-        and b'"projectHash":' in squeezed and b'"messages":' in squeezed
+        and b'"projectHash":' in squeezed and b'"messages":' in squeezed \
+        and not is_record_stream(head)
 
 
 def sniff_jsonl(path: PurePath, head: bytes) -> bool:

@@ -40,6 +40,14 @@ def head_lines(head: bytes, limit: int = 5) -> list[Any]:
     return found
 
 
+def is_record_stream(head: bytes) -> bool:
+    """JSON Lines: the first non-blank line is a whole JSON object and more lines follow. A
+    whole-document format never looks like that (its first line is `{`, or the document is one
+    line), so its recogniser must not claim such a file for keys a record happens to hold."""
+    first = head_lines(head, limit=2)
+    return len(first) == 2 and isinstance(first[0], dict)
+
+
 def envelope_type(line: bytes) -> str | None:
     """The `type` named near the start of a line too long to parse whole."""
     match = _TYPE.search(line[:512])

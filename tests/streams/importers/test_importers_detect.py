@@ -39,3 +39,22 @@ def test_unknown_content_falls_back_to_the_path_or_none() -> None:
     assert detect_format("/h/.claude/projects/-w/abc.jsonl", b"not json") == "claude-code"
     assert detect_format("/h/notes.jsonl", b'{"hello":"world"}\n') is None
     assert detect_format("/h/empty.jsonl", b"") is None
+
+
+def test_json_lines_holding_a_document_formats_keys_are_not_that_document() -> None:
+    # found by the mutation fuzzer: a Claude Code log (every record has "sessionId") with a
+    # record or junk line holding a "timeline" key was claimed by the Copilot legacy importer,
+    # and the whole file parked as one malformed document
+    log = load(CC_1098)
+    lines = log.split(b"\n")
+    mixed = b"\n".join([lines[0], b'"timeline":', *lines[1:]])
+    assert detect_format("/x/a.jsonl", mixed[:65536]) == "claude-code"
+    record = b'{"sessionId":"s","timeline":[],"chatMessages":[],"parentUuid":null,"type":"user"}'
+    assert detect_format("/x/b.jsonl", b"\n".join([record, record])) == "claude-code"
+    # a Gemini CLI record stream with the document's keys
+    gem = b'{"sessionId":"s","projectHash":"p","messages":[]}'
+    assert detect_format("/x/c.jsonl", b"\n".join([gem, gem])) != "gemini-cli"
+    # the documents themselves, compact or pretty-printed, are still recognised
+    doc = b'{"sessionId":"s","startTime":"2025-01-01T00:00:00Z","timeline":[]}'
+    assert detect_format("/x/d.json", doc) == "copilot-cli-legacy"
+    assert detect_format("/x/e.json", doc.replace(b",", b",\n  ")) == "copilot-cli-legacy"
