@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 import uuid
 from collections.abc import Callable, Iterable, Mapping
@@ -42,6 +43,8 @@ from streams.kafka.partitions import LOOK_PAST_END_MS, PartitionLoop, log_ends
 from streams.kafka.producer import batching_producer
 from streams.settings import Settings
 from streams.topics import Topics, bootstrap_servers, ensure_topics
+
+log = logging.getLogger("recall.jobs")
 
 Progress = Callable[[int, int], None]
 #: Records fetched at a time by the reindex job (segments: bounded by the fetch bytes too).
@@ -188,6 +191,8 @@ async def fold_generation(settings: Settings, generation: int,
         placed = await loop.place(tps, starts=committed)
         starts = {tp: placed[tp.partition] for tp in tps}
         ends = await consumer.end_offsets(tps)
+        log.info("fold of generation %s: reading %s records", generation,
+                 sum(max(0, ends[tp] - starts[tp]) for tp in tps))
         while True:
             total = sum(max(0, ends[tp] - starts[tp]) for tp in tps)
             batches = await consumer.getmany(timeout_ms=300, max_records=BATCH_MAX)
@@ -205,6 +210,7 @@ async def fold_generation(settings: Settings, generation: int,
             if progress is not None:
                 positions = await _positions(consumer, tps)
                 progress(min(total, sum(positions[tp] - starts[tp] for tp in tps)), total)
+        log.info("fold of generation %s: %s lines folded", generation, fold.lines)
         return fold.lines
     finally:
         await consumer.stop()
@@ -342,28 +348,33 @@ async def reindex(settings: Settings, progress: Progress | None = None) -> dict[
     lease = _Lease(bootstrap, settings.topic_prefix, "reindex", lineup,
                    lease_s=settings.job_lease_s)
     lineup = await lease.acquire()
+    started = time.monotonic()
     try:
         target = lineup.building or lineup.newest() + 1
         topics = Topics.of(settings, target)
         await ensure_topics(bootstrap, topics)
         if lineup.building != target:
             await lease.publish(replace(lineup, building=target, folded=False))
+        log.info("reindex: building generation %s (%.2f s)", target, time.monotonic() - started)
         folded = 0  # events this run folded
         if not lease.lineup.folded:  # else a run before this one handed the fold to the fleet
             with bulk_mode():  # the fold allocates like an ingest (indexer/pipeline.py)
                 folded = await fold_generation(settings, target, progress)
+            log.info("reindex: folded %s lines (%.2f s)", folded, time.monotonic() - started)
             # the workers' folds of `target` start now and continue from the job's offsets and
             # changelog; the swap then finds them running (no start, no changelog recovery)
             await lease.publish(replace(lease.lineup, folded=True))
         await wait_caught_up(bootstrap, topics.index_group, topics.documents, topics.partitions,
                              progress, what="the index workers of the new generation",
                              stall_s=settings.job_stall_s)
+        log.info("reindex: indexed (%.2f s)", time.monotonic() - started)
     except BaseException:
         await asyncio.shield(lease.abandon())
         raise
     previous = lease.lineup.live
     await lease.release(Lineup(live=target, building=None, replaying=False,
                                retired=_retire(lease.lineup, previous)))
+    log.info("reindex: generation %s live (%.2f s)", target, time.monotonic() - started)
     return {"generation": generation_name(target), "previous": generation_name(previous),
             "eventsIndexed": folded}
 

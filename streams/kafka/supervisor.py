@@ -8,7 +8,9 @@ supervisor only starts, watches, replaces and stops them:
   (`RESTART` as exit code: at once);
 - a role may keep a warm standby (`standby=` command: a process that loads everything, then
   waits for one line on its stdin saying what to run): a dead role is replaced by its standby,
-  and a new standby is started behind it, so a restart costs no process start;
+  and a new standby is started behind it `STANDBY_RESPAWN_S` later, so a restart costs no
+  process start and the new standby's imports do not compete with the work that took the
+  last one (a reindex's last indexing, a replay);
 - `replace(role, command, handoff)` runs the role as `command` from now on (the standby gets
   `handoff`, or `command` is started), and only then stops the old process (SIGTERM): two
   processes of a role may overlap while the old one winds down;
@@ -49,6 +51,11 @@ BACKOFF_MAX_S = 15.0
 HEALTHY_AFTER_S = 30.0
 STOP_GRACE_S = 20.0
 POLL_S = 0.2
+#: A standby taken is replaced this much later: its start (Python, faust, aiokafka imports:
+#: 1.5–3 s of CPU) came exactly when the index role finished a reindex's new generation or a
+#: replay began, on two cores shared with the broker. A role that dies within this time starts
+#: cold (about as long as those imports) instead.
+STANDBY_RESPAWN_S = 5.0
 _PR_SET_NAME = 15
 _PR_SET_PDEATHSIG = 1
 
@@ -114,6 +121,8 @@ class Role:
     standby_command: list[str] = field(default_factory=list)
     process: subprocess.Popen[bytes] | None = None
     standby: subprocess.Popen[bytes] | None = None
+    #: When the next standby is due (monotonic), None: none is waiting to be started.
+    standby_due: float | None = None
     started: float = 0.0
     restarts: int = 0
     backoff: float = BACKOFF_S
@@ -207,7 +216,7 @@ class Supervisor:
         upcoming.standby, role.standby = role.standby, None
         self.roles[upcoming.name] = upcoming
         self._start(upcoming)
-        self._keep_standby(role)
+        self._keep_standby(role, STANDBY_RESPAWN_S)
 
     def drop_next(self, name: str) -> None:
         """Stop role `name`'s next process, if it has one."""
@@ -249,7 +258,7 @@ class Supervisor:
             else:
                 role.process, role.started = standby, time.monotonic()
                 log.warning("role %s: standby (pid %s) took over", role.name, standby.pid)
-                self._keep_standby(role)
+                self._keep_standby(role, STANDBY_RESPAWN_S)
                 return
         elif standby is not None and standby.poll() is None:
             standby.kill()
@@ -258,9 +267,20 @@ class Supervisor:
         log.info("role %s started (pid %s)", role.name, role.process.pid)
         self._keep_standby(role)
 
-    def _keep_standby(self, role: Role) -> None:
-        if role.standby_command and (role.standby is None or role.standby.poll() is not None):
-            role.standby = self._spawn(role.standby_command, standby=True)
+    def _keep_standby(self, role: Role, delay: float = 0.0) -> None:
+        """Start the role's standby if it keeps one and has none running: now, or `delay`
+        seconds from now (`_tend` starts it when due)."""
+        if not role.standby_command or (role.standby is not None
+                                        and role.standby.poll() is None):
+            return
+        due = time.monotonic() + delay
+        if role.standby_due is not None:
+            due = min(due, role.standby_due)
+        if delay > 0 and due > time.monotonic():
+            role.standby_due = due
+            return
+        role.standby_due = None
+        role.standby = self._spawn(role.standby_command, standby=True)
 
     def _tend(self) -> None:
         now = time.monotonic()
@@ -270,6 +290,8 @@ class Supervisor:
             if role.standby is not None and role.standby.poll() is not None:
                 log.error("role %s: standby exited with %s; starting another", role.name,
                           role.standby.returncode)
+                self._keep_standby(role)
+            elif role.standby_due is not None and now >= role.standby_due:
                 self._keep_standby(role)
             if role.process is None:
                 if now >= role.due:
