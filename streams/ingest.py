@@ -520,6 +520,10 @@ def plan_reading(src: SourceText, seen: dict[str, Any] | None, *,
     tail_oversized = tail_number in src.oversized
     if whole and tail and not stopped:
         return ReadPlan(1, tail_number, src.total, src.full_digest, False, False)
+    if not tail.strip():
+        # whitespace after the last newline is no line yet (a blank line is none either): not
+        # read, not pending; it belongs to whatever line a writer completes there
+        tail = b""
     if stopped or (not tail and not tail_oversized):
         return ReadPlan(first, complete_lines, src.complete_end, src.complete_digest, False)
     if tail and _is_whole_object(tail):

@@ -72,3 +72,21 @@ def test_a_last_line_without_newline_that_is_complete_json_is_taken(
     grown = recall.ingest([path]).to_json()
     assert grown["eventsAdded"] == 1 and grown["lines"] == 1 and grown["rejected"] == 0
 
+
+
+def test_whitespace_after_the_last_newline_is_no_line_and_not_pending(
+        recall: Any, write_log: Callable[..., Path]) -> None:
+    # found by the mutation fuzzer: a file ending "\n\t" counted the tab as a pending line
+    # (linesRead 1 more than the file's non-blank lines) and listed the file as pending
+    path = write_log("w.jsonl", header("w", cwd="/w"), [user(0, "one")])
+    complete = path.read_bytes()
+    path.write_bytes(complete + b"\t ")
+    report = recall.ingest([path]).to_json()
+    assert report["pending"] == 0 and report["pendingSources"] == []
+    assert report["accounting"] == {"linesRead": 2, "ingested": 2, "duplicatesSkipped": 0,
+                                    "parked": 0, "pending": 0, "balanced": True}
+    # a writer completing a line there: the whitespace is part of it (JSON allows it)
+    path.write_bytes(complete + b"\t " + orjson.dumps(user(1, "two")) + b"\n")
+    grown = recall.ingest([path]).to_json()
+    assert grown["eventsAdded"] == 1 and grown["rejected"] == 0
+    assert recall.read_event("w", 1)["event"]["event"] == user(1, "two")
