@@ -331,6 +331,14 @@ def read_request(handle: Any) -> dict[str, Any]:
     return value
 
 
+def _add_filters(request: dict[str, Any], key: str, filters: list[dict[str, Any]]) -> None:
+    """The options' filters after the --request file's own (null: none). A value that is not
+    an array is left for the request's validation to reject with its code."""
+    given = request.get(key)
+    if filters and (given is None or isinstance(given, list)):
+        request[key] = [*(given or []), *filters]
+
+
 def more(page: dict[str, Any]) -> None:
     """The next page's cursor, whole, on a line of its own."""
     if "nextCursor" in page:
@@ -368,10 +376,8 @@ def search(ctx: click.Context, words: Sequence[str], surfaces: Sequence[str],
             session_filters.append({"kind": "cwd-tree", "values": list(cwds)})
         if agents:
             session_filters.append({"kind": "agent", "values": list(agents)})
-        if session_filters:
-            request["sessionFilters"] = [*request.get("sessionFilters", []), *session_filters]
-        if event_filters:
-            request["eventFilters"] = [*request.get("eventFilters", []), *event_filters]
+        _add_filters(request, "sessionFilters", session_filters)
+        _add_filters(request, "eventFilters", event_filters)
         page = recall.search_sessions(request=request)
     if as_json:
         emit_json(page)

@@ -108,3 +108,28 @@ def test_real_argv_bytes_and_human_output(tmp_path: Path, data: Path) -> None:
     assert line.startswith("error RECALL_USAGE: ") and "next:" in line
     done = recall_cmd(data, "sessions", env=recall_env(RECALL_SHARDS="abc"))
     assert done.returncode == 2 and done.stderr.decode().startswith("error RECALL_CONFIG_INVALID")
+
+
+@pytest.mark.parametrize(("request_json", "message"), [
+    # found by the CLI fuzzer: a null filter list in --request plus a filter option raised
+    # TypeError (RECALL_INTERNAL_ERROR); null means no filters, as without the option
+    (b'{"sessionFilters": null}', "cwd-tree filter values must be non-empty strings"),
+    (b'{"eventFilters": null}', "cwd-tree filter values must be non-empty strings"),
+    # a value that is not an array is the request's own error, whatever the options add
+    (b'{"sessionFilters": 5}', "filters must be an array"),
+])
+def test_filter_options_merge_with_any_request_file(data: Path, request_json: bytes,
+                                                   message: str) -> None:
+    status, error, _ = run(data, "search", "x", "--cwd", "", "--surface", "current",
+                           "--request", "-", input=request_json)
+    assert (status, error["code"]) == (1, "SESSION_QUERY_INVALID_FILTER")
+    assert message in error["message"]
+
+
+def test_a_null_filter_list_in_the_request_file_takes_the_options_filters(data: Path) -> None:
+    result = CliRunner().invoke(main, ["--data-dir", str(data), "search", "EUR", "--cwd",
+                                       "/home/dev/shop", "--request", "-", "--json"],
+                                input=b'{"sessionFilters": null, "eventFilters": null}')
+    assert result.exit_code == 0, result.output
+    items = orjson.loads(result.stdout)["items"]
+    assert items and all(i["header"]["cwd"] == "/home/dev/shop" for i in items)
