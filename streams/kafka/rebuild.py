@@ -191,10 +191,9 @@ async def fold_generation(settings: Settings, generation: int,
         placed = await loop.place(tps, starts=committed)
         starts = {tp: placed[tp.partition] for tp in tps}
         ends = await consumer.end_offsets(tps)
-        log.info("fold of generation %s: reading %s records", generation,
-                 sum(max(0, ends[tp] - starts[tp]) for tp in tps))
+        total = _span(starts, ends)
+        log.info("fold of generation %s: reading %s records", generation, total)
         while True:
-            total = sum(max(0, ends[tp] - starts[tp]) for tp in tps)
             batches = await consumer.getmany(timeout_ms=300, max_records=BATCH_MAX)
             if not batches and not await _behind(consumer, ends):
                 # done when a fetch finds nothing and the reported ends are reached (not the
@@ -203,6 +202,7 @@ async def fold_generation(settings: Settings, generation: int,
                 if later == ends:
                     break
                 ends = later  # events kept arriving: chase them
+                total = _span(starts, ends)
                 continue
             if await loop.step(batches):
                 await table.seal()
@@ -215,6 +215,11 @@ async def fold_generation(settings: Settings, generation: int,
     finally:
         await consumer.stop()
         await table.producer.stop()
+
+
+def _span(starts: Mapping[Any, int], ends: Mapping[Any, int]) -> int:
+    """Records from the starts to the ends, over the partitions."""
+    return sum(max(0, ends[tp] - start) for tp, start in starts.items())
 
 
 async def _commit_recorded(consumer: AIOKafkaConsumer, fold: Fold,

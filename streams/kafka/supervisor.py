@@ -273,10 +273,9 @@ class Supervisor:
         if not role.standby_command or (role.standby is not None
                                         and role.standby.poll() is None):
             return
-        due = time.monotonic() + delay
-        if role.standby_due is not None:
-            due = min(due, role.standby_due)
-        if delay > 0 and due > time.monotonic():
+        now = time.monotonic()
+        due = now + delay if role.standby_due is None else min(role.standby_due, now + delay)
+        if due > now:
             role.standby_due = due
             return
         role.standby_due = None

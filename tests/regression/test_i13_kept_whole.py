@@ -73,7 +73,6 @@ def test_a_last_line_without_newline_that_is_complete_json_is_taken(
     assert grown["eventsAdded"] == 1 and grown["lines"] == 1 and grown["rejected"] == 0
 
 
-
 def test_whitespace_after_the_last_newline_is_no_line_and_not_pending(
         recall: Any, write_log: Callable[..., Path]) -> None:
     # found by the mutation fuzzer: a file ending "\n\t" counted the tab as a pending line
