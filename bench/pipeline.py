@@ -39,20 +39,27 @@ N = 200,000 events (+800 headers), native JSONL, ~60 MB.
    seconds (utime+stime from /proc) of the supervisor and its role processes (the warm standby
    fold included) over 10 s, ÷ 10 s, in % of one core: the median of 3 consecutive windows
    (`idle_worker_cpu_percent_max`: the highest).
-6. (after 8 and 9, on generation 3) `ingest_to_searchable_p50_ms` / `_p99_ms` / `_max_ms`: 50 times, ONE new `user/message`
+6. (after 8 and 9, on generation 5) `ingest_to_searchable_p50_ms` / `_p99_ms` / `_max_ms`: 50 times, ONE new `user/message`
    append (a word that occurs nowhere else) is produced for one of the sessions (round robin),
    then `Recall.connect(...).search_events(session, word)` is called in a loop (2 ms apart)
    until it returns a hit; latency = time before `send` → the first call with a hit
    (nearest-rank percentiles). 100 ms pause between probes.
-7. (after 8 and 9, generation 3's changelog) `changelog_bytes_per_event_1k` / `_50k`: one session of 1,000 and one of 50,000 events
+7. (after 8 and 9, generation 5's changelog) `changelog_bytes_per_event_1k` / `_50k`: one session of 1,000 and one of 50,000 events
    (compaction at 300 nodes) are produced as segments; once indexed and each session's latest
    meta record says `n` = its event count, the changelog is read back and
    `len(key) + len(value)` summed over the session's records ÷ its events (`_records_per_event_`
    counts records). The partitions' read-position records are shared and not counted.
 8. `reindex_events_per_s` = N ÷ `reindex_build_s`: from the `Recall.reindex()` call to the
-   lineup naming generation 2 live (the CreateTime of that `<p>.control` record; the job's fold of all of `<A>.events` — exactly the
-   corpus: steps 6 and 7 come after the jobs — into generation 2's documents and changelog,
-   and the index role's build of its shards beside generation 1's, overlapped). The fixed
+   lineup naming the new generation live (the CreateTime of that `<p>.control` record; the
+   job's fold of all of `<A>.events` — the corpus and the switch probes of earlier runs: steps
+   6 and 7 come after the jobs — into the new generation's documents and changelog, and the
+   index role's build of its shards beside the live generation's, overlapped). Median of
+   REINDEX_RUNS (3) reindexes in a row (generations 2, 3, 4; `reindex_build_s_min`/`_max`:
+   their spread, ±0.5 s between consecutive runs). The worker runs with
+   RECALL_SNAPSHOT_RETENTION_S=1 (the least it takes) and each run waits until the generation it retired is deleted
+   (its documents topic gone, ~10 s), so every build starts from the same broker state: the
+   events and the live generation (noida-db rewrites all it stores every ~2 s, so retired
+   generations kept for the default 300 s made each later build slower). The fixed
    costs after it are reported on their own, as issue 17 asks: `generation_switch_s` (a
    watcher tails `<p>.control`; when it sees the lineup name the new generation live it produces
    one new session — header + one event with a unique word — and polls until the query role
@@ -60,20 +67,22 @@ N = 200,000 events (+800 headers), native JSONL, ~60 MB.
    CreateTime (a watcher's fetch may see it a fetch wait late): the fold role's switch, the index
    role and the query role's switch are all in it), and the digest every job's reply carries
    (`recall index digest`: it re-folds every session from the stored events — verification,
-   not indexing; `index_digest_s` is the same digest asked once just before the reindex).
-   `reindex_s` is the whole call (build, switch, digest).
-9. `replay_events_per_s` = N ÷ `replay_work_s`: `Recall.replay()` makes generation 3 live at
+   not indexing; `index_digest_s` is the same digest asked once just before the reindexes).
+   `reindex_s` is the whole call (build, switch, digest); both are medians over the runs
+   (`generation_switch_s_max`: the slowest switch).
+9. `replay_events_per_s` = N ÷ `replay_work_s`: `Recall.replay()` makes generation 5 live at
    once; the fold role restarts from the earliest offsets and the index role rebuilds every
-   shard. `replay_startup_s`: from the call to the CreateTime of generation 3's first documents
+   shard. `replay_startup_s`: from the call to the CreateTime of generation 5's first documents
    record (the fold role's restart: a fixed cost, like the pipeline's startup in 4);
    `replay_work_s`: from that record to the first poll (every 50 ms, read-only sqlite3 over the
-   worker's generation-3 shard files) that counts all N event rows — the pipeline's window of 4,
+   worker's generation-5 shard files) that counts all N event rows — the pipeline's window of 4,
    so the two rates compare like with like; `replay_work_until_committed_s` ends instead when the
    job's progress callback reports the index group's commits at the topic ends (the job looks
    every 50 ms, after its fold-group wait — faust commits on its own interval — and a read of
    the log ends: 0.7–1.2 s more here). `replay_s` is the whole call
-   (startup, work, the query role's switch, the digest). The digests of generations 1, 2 and 3
-   must equal the embedded build's, or the suite fails.
+   (startup, work, the query role's switch, the digest). Generation 1's digest must equal the
+   embedded build's, each reindex's the index's before or after its switch probe, and the
+   replay's the index's after the last probe, or the suite fails.
 10. `pipeline_events_per_s_single_records`: the same corpus produced one line per record (as an
    external producer may write: plain aiokafka, uncompressed) to `<C>.events`, a fresh worker
    (all roles), measured as in 4. `raw_consume_events_per_s_single_records`: raw consume of
@@ -102,6 +111,7 @@ from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient
 
 from bench.corpus import TextGen, session_events
 from bench.search_corpus import fresh_dir, percentile, scale, size_name
@@ -116,6 +126,17 @@ from tests.integration.kafkaio import WorkerProcess, produce, start_worker
 SHARDS = 8
 #: Fresh embedded ingests measured for the baseline (its median).
 EMBEDDED_RUNS = 3
+#: Reindexes measured (generations 2, 3, 4; their median): one build varied 5.4–6.4 s between
+#: consecutive runs on the same worker.
+REINDEX_RUNS = 3
+#: The generation the replay after them makes live.
+REPLAY_GENERATION = 2 + REINDEX_RUNS
+#: Retired generations are deleted as soon as the index role stops answering from them (10 s
+#: after their switch), and each reindex waits for that: every build then starts from the
+#: same broker state (the events, the live generation). noida-db rewrites its whole data file
+#: every ~2 s while anything changes, so each retired documents topic kept (the default
+#: window is 300 s) made each later build slower: 5.9, 6.4, 6.6 s in one run.
+RETENTION_S = 1
 T0 = 1_700_000_000_000
 COMPACT_AT = 120
 SESSIONS = 800
@@ -226,6 +247,21 @@ async def read_all(bootstrap: str, topic: str) -> list[Any]:
             if idle > 4:  # tansu's ListOffsets may over-state nothing but under-report: done
                 break
         return out
+
+
+async def wait_deleted(bootstrap: str, topic: str, timeout_s: float = 60.0) -> None:
+    """Wait until the broker no longer lists `topic` (a retired generation's, deleted by the
+    worker's query role)."""
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        deadline = time.monotonic() + timeout_s
+        while topic in await admin.list_topics():
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{topic} was never deleted")
+            await asyncio.sleep(0.5)
+    finally:
+        await admin.close()
 
 
 async def first_timestamp_ms(bootstrap: str, topic: str) -> int:
@@ -343,13 +379,14 @@ class Suite:
     def env(self, prefix: str, data_dir: Path) -> dict[str, Any]:
         return {"RECALL_BROKER": self.broker.url, "RECALL_TOPIC_PREFIX": prefix,
                 "RECALL_SHARDS": SHARDS, "RECALL_SESSION_TIMEOUT_S": self.broker.session_timeout_s,
-                "RECALL_HEARTBEAT_S": self.broker.heartbeat_s, "RECALL_DATA_DIR": data_dir}
+                "RECALL_HEARTBEAT_S": self.broker.heartbeat_s, "RECALL_DATA_DIR": data_dir,
+                "RECALL_SNAPSHOT_RETENTION_S": RETENTION_S}
 
     def settings(self, prefix: str, data_dir: Path) -> Settings:
         return Settings(broker=self.broker.url, topic_prefix=prefix, shards=SHARDS,
                         session_timeout_s=self.broker.session_timeout_s,
                         heartbeat_s=self.broker.heartbeat_s, data_dir=data_dir,
-                        request_timeout_s=REQUEST_TIMEOUT_S,
+                        request_timeout_s=REQUEST_TIMEOUT_S, snapshot_retention_s=RETENTION_S,
                         broker_flavor=self.broker.flavor)  # type: ignore[arg-type]
 
     def worker(self, prefix: str, data_dir: Path) -> WorkerProcess:
@@ -418,10 +455,11 @@ class Suite:
                     raise RuntimeError(f"pipeline digest {digest} != embedded {self.expected}")
                 out.update(self._idle_cpu(worker))
                 out.update(self._jobs(recall, settings, worker, data_dir))
-                # generation 3 is live now (the replay's)
-                live = Topics(prefix, SHARDS, 3)
+                # the replay's generation is live now
+                live = Topics(prefix, SHARDS, REPLAY_GENERATION)
                 out.update(self._probe(recall, live, worker))
-                out.update(self._changelog(live, ShardCounter(data_dir, 3), worker))
+                out.update(self._changelog(live, ShardCounter(data_dir, REPLAY_GENERATION),
+                                           worker))
         finally:
             self.stop_workers()
         return out
@@ -532,18 +570,33 @@ class Suite:
         start = time.perf_counter()
         before = recall.index_digest()
         digest_s = time.perf_counter() - start
-        switch = _SwitchWatch(self.broker.bootstrap, settings, target=2)
-        switch.start()
-        start = time.perf_counter()
-        reindexed = recall.reindex()
-        reindex_s = time.perf_counter() - start
-        switch.join(120)
-        if switch.error is not None:
-            raise RuntimeError(f"generation switch probe failed: {switch.error}\n"
-                               f"{worker.log_tail()}")
-        build_s = switch.swapped - switch.started
+        builds, switches, calls = [], [], []
+        settled = before  # the index after the last job and its switch probe
+        for run in range(REINDEX_RUNS):
+            switch = _SwitchWatch(self.broker.bootstrap, settings, target=2 + run)
+            switch.start()
+            start = time.perf_counter()
+            reindexed = recall.reindex()
+            calls.append(time.perf_counter() - start)
+            switch.join(120)
+            if switch.error is not None:
+                raise RuntimeError(f"generation switch probe failed: {switch.error}\n"
+                                   f"{worker.log_tail()}")
+            builds.append(switch.swapped - switch.started)
+            switches.append(switch.elapsed)
+            # the switch probe's session is produced at the swap: the reindex's digest (read
+            # once the query role serves the new generation) may or may not have it yet
+            after = recall.index_digest()
+            if reindexed["digest"] not in (settled["digest"], after["digest"]) or (
+                    after["sessions"], after["events"]) != (settled["sessions"] + 1,
+                                                           settled["events"] + 1):
+                raise RuntimeError(f"reindex {run + 1}: digests differ: {settled} "
+                                   f"{reindexed} {after}")
+            settled = after
+            asyncio.run(wait_deleted(self.broker.bootstrap,
+                                     Topics(settings.topic_prefix, SHARDS, 1 + run).documents))
         caught_up = _CaughtUp()
-        rows = _RowWatch(data_dir, 3, self.events, worker)
+        rows = _RowWatch(data_dir, REPLAY_GENERATION, self.events, worker)
         rows.start()
         called = time.time()
         start = time.perf_counter()
@@ -551,24 +604,25 @@ class Suite:
         replay_s = time.perf_counter() - start
         rows.join(60)
         if not rows.at:
-            raise RuntimeError(f"generation 3's shards never held {self.events} events "
-                               f"after the replay: {rows.error}")
-        first_doc = asyncio.run(first_timestamp_ms(self.broker.bootstrap,
-                                                   Topics(settings.topic_prefix, SHARDS,
-                                                          3).documents)) / 1000
+            raise RuntimeError(f"generation {REPLAY_GENERATION}'s shards never held "
+                               f"{self.events} events after the replay: {rows.error}")
+        first_doc = asyncio.run(first_timestamp_ms(
+            self.broker.bootstrap,
+            Topics(settings.topic_prefix, SHARDS, REPLAY_GENERATION).documents)) / 1000
         replay_work_s = rows.at - first_doc
-        # the switch probe's session is produced at the swap: the reindex's digest (read once
-        # the query role serves generation 2) may or may not have it yet; the replay's has it
-        if not (reindexed["digest"] in (before["digest"], replayed["digest"])
-                and (before["sessions"] + 1, before["events"] + 1)
-                == (replayed["sessions"], replayed["events"])):
-            raise RuntimeError(f"digests differ: {before} {reindexed} {replayed}")
+        if replayed["digest"] != settled["digest"]:
+            raise RuntimeError(f"the replay's digest differs: {settled} {replayed}")
         events = self.events
+        build_s = statistics.median(builds)
         return {
             "reindex_events_per_s": round(events / build_s),
-            "reindex_s": round(reindex_s, 2),
+            "reindex_s": round(statistics.median(calls), 2),
             "reindex_build_s": round(build_s, 2),
-            "generation_switch_s": round(switch.elapsed, 2),
+            "reindex_build_s_min": round(min(builds), 2),
+            "reindex_build_s_max": round(max(builds), 2),
+            "reindex_runs": REINDEX_RUNS,
+            "generation_switch_s": round(statistics.median(switches), 2),
+            "generation_switch_s_max": round(max(switches), 2),
             "replay_events_per_s": round(events / replay_work_s),
             "replay_s": round(replay_s, 2),
             "replay_work_s": round(replay_work_s, 2),

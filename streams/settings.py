@@ -55,8 +55,10 @@ class Settings(BaseSettings):
     snippet_chars: int = Field(default=240, ge=1)
     #: RECALL_READ_WINDOW_MAX — cap on before/after of a read (PROTOCOL §3.10).
     read_window_max: int = Field(default=50, ge=0)
-    #: RECALL_SNAPSHOT_RETENTION_S — how long snapshot-paging cursors stay valid.
-    snapshot_retention_s: int = Field(default=300, ge=0)
+    #: RECALL_SNAPSHOT_RETENTION_S — how long snapshot-paging cursors stay valid (and retired
+    #: generations are kept); at least 1 s, as the index requires (0 passed here and then
+    #: crashed a worker's index and query roles in a restart loop).
+    snapshot_retention_s: int = Field(default=300, ge=1)
     #: RECALL_MAX_REFERENCES — sources per reference message (PROTOCOL §4.5: 1–3).
     max_references: int = 3
     #: RECALL_MAX_REFERENCE_BYTES — per-source budget of the serialized snapshot (PROTOCOL §4.5).

@@ -43,6 +43,13 @@ BATCH_MAX = 1000
 #: One at a time, in this process: the digest helpers (indexer/digester.py) would take both
 #: cores from indexing (see streams.kafka.query.answer_shard_request).
 IN_THREAD_OPS = frozenset({"shard.digest"})
+#: A generation being built is searched by no one until it goes live, so its indexer gathers
+#: what arrives within this window (up to GATHER_MAX_RECORDS) into one write: each shard
+#: transaction costs ~1.4 ms beyond its rows (FTS5 writes a segment per commit), and fed as the
+#: job produces, one documents record per write, 200k events took 4.2 s of CPU against 3.0 s
+#: in writes of 80 records (measured, 8 shards).
+GATHER_S = 0.3
+GATHER_MAX_RECORDS = 100
 
 
 def position_source(topic: str, partition: int) -> str:
@@ -117,6 +124,9 @@ class DocumentIndexer:
         self._answering: set[asyncio.Task[None]] = set()
         self._thread_slot = asyncio.Semaphore(1)
         self.loop = PartitionLoop(self.consumer, self, compacted=True)
+        #: Seconds to gather fetched records into one write (`GATHER_S` while the generation
+        #: is being built, 0 once it is live: then each fetch is written at once).
+        self.gather_s = 0.0
 
     @classmethod
     def for_generation(cls, settings: Settings, generation: int) -> DocumentIndexer:
@@ -153,6 +163,8 @@ class DocumentIndexer:
             fed = loop.time()
             while not stop.is_set():
                 batches = await self.consumer.getmany(timeout_ms=200, max_records=BATCH_MAX)
+                if batches and self.gather_s > 0:
+                    batches = await self._gather(batches)
                 if batches:
                     fed = loop.time()
                 elif self.stats["indexed"] != indexed and loop.time() - fed >= MERGE_QUIET_S:
@@ -170,6 +182,23 @@ class DocumentIndexer:
                 task.cancel()
             await self.consumer.stop()
             await self.producer.stop()
+
+    async def _gather(self, batches: Mapping[Any, Sequence[Any]]) -> dict[Any, list[Any]]:
+        """`batches` and whatever more arrives within `gather_s` (ended early by a fetch that
+        brings nothing), up to GATHER_MAX_RECORDS, merged in each partition's order."""
+        merged = {tp: list(records) for tp, records in batches.items()}
+        count = sum(map(len, merged.values()))
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.gather_s
+        while count < GATHER_MAX_RECORDS and (left := deadline - loop.time()) > 0:
+            more = await self.consumer.getmany(timeout_ms=max(1, int(left * 1000)),
+                                               max_records=BATCH_MAX)
+            if not more:
+                break
+            for tp, records in more.items():
+                merged.setdefault(tp, []).extend(records)
+                count += len(records)
+        return merged
 
     async def process(self, records: Sequence[Any], upto: Mapping[int, int]) -> None:
         decoded: list[IndexRecord] = []

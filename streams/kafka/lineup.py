@@ -32,7 +32,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from streams.kafka import seam
 from streams.kafka.fleet import LINEUP_KEY, Lineup, control_topic
-from streams.kafka.indexing import DocumentIndexer
+from streams.kafka.indexing import GATHER_S, DocumentIndexer
 from streams.settings import Settings
 from streams.topics import Topics, bootstrap_servers
 
@@ -125,6 +125,9 @@ class LineupWatcher:
             indexer = DocumentIndexer.for_generation(self.settings, generation)
             task = asyncio.create_task(self._index(indexer, task_stop, generation))
             self.indexers[generation] = (indexer, task, task_stop)
+        for generation, (indexer, _, _) in self.indexers.items():
+            # a generation no one searches yet writes in fewer, larger transactions
+            indexer.gather_s = GATHER_S if generation == lineup.building else 0.0
 
     async def _index(self, indexer: Any, stop: asyncio.Event, generation: int) -> None:
         try:

@@ -197,6 +197,7 @@ class Supervisor:
                                                     upcoming.due)
             log.warning("role %s: its next process (pid %s) took over", name,
                         upcoming.process.pid if upcoming.process else None)
+            self._keep_standby(role, STANDBY_RESPAWN_S)
         else:
             self.drop_next(name)
             self._start(role)
@@ -206,7 +207,10 @@ class Supervisor:
         """Run `command` beside role `name` as its next process (kept running and restarted
         like a role) until `replace(name, command)` makes it the role's process or `drop_next`
         stops it: a fold of the generation being built, so that the swap costs no start. It
-        takes the role's warm standby if there is one (a new standby is started)."""
+        takes the role's warm standby if there is one; the next standby is started
+        `STANDBY_RESPAWN_S` after the next process took over or was dropped, not while it runs
+        beside the role (its imports would land in the middle of the reindex's build; the role
+        dying meanwhile starts cold)."""
         upcoming = self.roles.get(next_name(name))
         if upcoming is not None and upcoming.command == list(command):
             return
@@ -216,7 +220,7 @@ class Supervisor:
         upcoming.standby, role.standby = role.standby, None
         self.roles[upcoming.name] = upcoming
         self._start(upcoming)
-        self._keep_standby(role, STANDBY_RESPAWN_S)
+        role.standby_due = None
 
     def drop_next(self, name: str) -> None:
         """Stop role `name`'s next process, if it has one."""
@@ -224,6 +228,8 @@ class Supervisor:
         if upcoming is not None:
             self._retire(upcoming.process)
             self._retire(upcoming.standby)
+            if name in self.roles:
+                self._keep_standby(self.roles[name], STANDBY_RESPAWN_S)
 
     def _retire(self, process: subprocess.Popen[bytes] | None) -> None:
         if process is not None and process.poll() is None:

@@ -11,7 +11,10 @@ import pytest
 from factories import assistant, header, user
 
 from indexer import IndexConfig, QueryService, ShardSet, shard_stats
-from streams.kafka.indexing import DocumentIndexer, position_source
+from indexer.digest import index_digest
+from streams.codec import pack_documents
+from streams.kafka.foldstep import FoldProcessor, Overlay
+from streams.kafka.indexing import GATHER_S, DocumentIndexer, position_source
 from streams.settings import Settings
 from streams.topics import Topics, ensure_topics
 from tests.integration.kafkaio import produce, read_topic
@@ -162,3 +165,67 @@ def test_a_caught_up_index_worker_merges_the_segments_its_writes_grew(
         assert sorted(h["seq"] for h in hits["items"]) == list(range(0, 40, 2))
     finally:
         shards.close()
+
+
+def _documents(sid: str, events: int) -> list[bytes]:
+    """A session's documents-topic values, as the fold writes them (header + events)."""
+    lines = [orjson.dumps(header(sid))] + [
+        orjson.dumps(user(seq, f"{sid} gathers flaky pipeline {seq}") if seq % 2 == 0 else
+                     assistant(seq, f"{sid} answers {seq}")) for seq in range(events)]
+    processor = FoldProcessor(max_event_bytes=1 << 20)
+    lines_out = processor.fold_record(Overlay({}), sid.encode(), b"\n".join(lines))
+    records = [doc for line in lines_out for doc in line.outcome.documents]
+    return [value for _, value in pack_documents(records, 4096)]
+
+
+def test_a_generation_being_built_is_written_in_fewer_larger_transactions(
+        broker: Any, settings: Settings, tmp_path: Path) -> None:
+    sessions = {f"gather-{n}": _documents(f"gather-{n}", 30) for n in range(16)}
+    built: dict[str, Any] = {}
+    for name, gather_s in (("at-once", 0.0), ("gathered", GATHER_S)):
+        mine = settings.model_copy(update={"topic_prefix": f"{settings.topic_prefix}-{name}"})
+        topics = Topics.of(mine)
+        asyncio.run(ensure_topics(broker.bootstrap, topics))
+        shards = ShardSet(tmp_path / name, IndexConfig(shards=settings.shards))
+        writes: list[int] = []
+        write_batch = shards.write_batch
+
+        def counted(docs: Any, positions: Any, write_batch: Any = write_batch,
+                    writes: list[int] = writes) -> bool:
+            writes.append(len(docs))
+            return bool(write_batch(docs, positions))
+
+        shards.write_batch = counted  # type: ignore[method-assign]
+
+        async def run(mine: Settings = mine, shards: ShardSet = shards,
+                      gather_s: float = gather_s) -> None:
+            indexer = DocumentIndexer(mine, shards)
+            indexer.gather_s = gather_s
+            stop = asyncio.Event()
+            task = asyncio.create_task(indexer.run(stop))
+            while not indexer.consumer.assignment():
+                await asyncio.sleep(0.05)
+            # documents arrive as a job produces them: one session every 40 ms
+            # (keyed by session, aiokafka's default partitioner puts each session's documents
+            # on the partition of its shard, as indexer.routing.shard_of computes it)
+            for sid, values in sessions.items():
+                await produce(broker.bootstrap, Topics.of(mine).documents,
+                              [(sid.encode(), value) for value in values])
+                await asyncio.sleep(0.04)
+            for _ in range(400):
+                if sum(s["events"] for s in shard_stats(shards)) >= 16 * 30:
+                    break
+                await asyncio.sleep(0.05)
+            stop.set()
+            await asyncio.wait_for(task, 20)
+
+        try:
+            asyncio.run(run())
+            built[name] = (index_digest(shards.shards), [n for n in writes if n])
+        finally:
+            shards.close()
+    (at_once, at_once_writes), (gathered, gathered_writes) = built["at-once"], built["gathered"]
+    assert gathered == at_once and gathered["events"] == 16 * 30
+    assert sum(at_once_writes) == sum(gathered_writes) == 16 * 31  # headers and events
+    # written at once, each fetch is a write; gathered, what arrives within GATHER_S is one
+    assert len(gathered_writes) < len(at_once_writes) / 2, (gathered_writes, at_once_writes)

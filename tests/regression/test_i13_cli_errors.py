@@ -94,6 +94,11 @@ def test_bad_settings_are_config_errors(tmp_path: Path, data: Path) -> None:
     status, error, _ = run(data, "sessions", env={"RECALL_SHARDS": "abc"})
     assert (status, error["code"]) == (2, "RECALL_CONFIG_INVALID")
     assert "RECALL_SHARDS" in error["message"]
+    # a value the index refuses is refused as a setting (it passed, then crashed the worker's
+    # index and query roles in a restart loop)
+    status, error, _ = run(data, "sessions", env={"RECALL_SNAPSHOT_RETENTION_S": "0"})
+    assert (status, error["code"]) == (2, "RECALL_CONFIG_INVALID")
+    assert "RECALL_SNAPSHOT_RETENTION_S" in error["message"]
     a_file = tmp_path / "file"
     a_file.write_bytes(b"")
     status, error, _ = run(a_file, "sessions")

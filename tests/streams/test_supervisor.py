@@ -1,5 +1,6 @@
 """The worker's supervisor: a taken standby is replaced only after STANDBY_RESPAWN_S (its
-imports must not compete with the work that took the last one)."""
+imports must not compete with the work that took the last one), and not while a role's next
+process (a reindex's fold) runs beside it."""
 
 from __future__ import annotations
 
@@ -28,6 +29,13 @@ def test_a_taken_standby_is_replaced_only_when_its_delay_is_over(
         assert first is not None and first.poll() is None
         supervisor.start_next("fold", [*ROLE, "next"], b"2\n")  # the next fold takes it
         assert supervisor.roles[sv.next_name("fold")].process is first
+        # no standby is started while the next process runs beside the role (a build)
+        assert fold.standby is None and fold.standby_due is None
+        time.sleep(0.7)
+        supervisor._tend()
+        assert fold.standby is None
+        supervisor.replace("fold", [*ROLE, "next"], b"2\n")  # the swap: the next one takes over
+        assert fold.process is first and sv.next_name("fold") not in supervisor.roles
         assert fold.standby is None and fold.standby_due is not None
         supervisor._tend()
         assert fold.standby is None  # not yet: the standby's start waits
@@ -44,5 +52,26 @@ def test_a_taken_standby_is_replaced_only_when_its_delay_is_over(
         fold.due = 0.0
         supervisor._tend()
         assert fold.process is taken and fold.standby is None
+    finally:
+        supervisor._stop_all()
+
+
+def test_a_dropped_next_process_brings_the_standby_back_after_its_delay(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sv, "STANDBY_RESPAWN_S", 0.3)
+    supervisor = sv.Supervisor({"fold": sv.RoleSpec(ROLE, standby=STANDBY, handoff=b"1\n")},
+                               dict(os.environ))
+    fold = supervisor.roles["fold"]
+    try:
+        supervisor._start(fold)
+        first = fold.standby
+        supervisor.start_next("fold", [*ROLE, "next"], b"2\n")
+        supervisor.drop_next("fold")  # a reindex that failed: its fold is stopped
+        assert sv.next_name("fold") not in supervisor.roles
+        assert first is not None and first.wait(10) is not None  # told to stop (SIGTERM)
+        assert fold.standby is None and fold.standby_due is not None
+        time.sleep(0.4)
+        supervisor._tend()
+        assert fold.standby is not None and fold.standby.poll() is None
     finally:
         supervisor._stop_all()
