@@ -107,7 +107,9 @@ def test_the_fold_of_a_folded_building_generation_runs_beside_the_live_one_and_t
         settings: Settings, worker_factory: Callable[..., WorkerProcess]) -> None:
     """A reindex job that folded generation 2 marks it `folded`: every worker starts its fold of
     2 beside the live one (kept running like a role), stops it if the build is dropped, and at
-    the swap that same process becomes the fold (no new process, no recovery at the swap)."""
+    the swap that same process becomes the fold (no new process, no recovery at the swap). The
+    standby it was started by is replaced only after the swap or the drop, not during the
+    build."""
     worker = worker_factory()
     supervisor = worker.process.pid
     bootstrap = bootstrap_servers(str(settings.broker))
@@ -121,22 +123,25 @@ def test_the_fold_of_a_folded_building_generation_runs_beside_the_live_one_and_t
         publish(recall, [("nx-0", header("nx-0")), ("nx-0", user(0, "before the build"))])
         wait_indexed(recall, {"nx-0": 1}, worker)
         lineup(Lineup(live=1, building=2, folded=True))
-        both = wait_for(lambda: (r := roles_of(supervisor)) and {"fold-g1", "fold-g2",
-                                                                 "standby"} <= set(r) and r,
-                        "the fold of generation 2 beside generation 1's", worker)
+        both = wait_for(lambda: (r := roles_of(supervisor)) and {"fold-g1", "fold-g2"}
+                        <= set(r) and r, "the fold of generation 2 beside generation 1's", worker)
+        # the standby became that fold; the next one starts only after the swap or the drop
+        assert "standby" not in both
         os.kill(both["fold-g2"], signal.SIGKILL)  # restarted like any role
         both = wait_for(lambda: (r := roles_of(supervisor)).get("fold-g2") not in (
             None, both["fold-g2"]) and r, "generation 2's fold started again", worker)
         lineup(Lineup(live=1))  # the build was dropped: its fold stops
         wait_for(lambda: "fold-g2" not in roles_of(supervisor), "generation 2's fold gone",
                  worker)
+        wait_for(lambda: "standby" in roles_of(supervisor), "a standby after the drop", worker)
         lineup(Lineup(live=1, building=2, folded=True))
-        before = wait_for(lambda: (r := roles_of(supervisor)) and {"fold-g2", "standby"}
-                          <= set(r) and r, "generation 2's fold again", worker)
+        before = wait_for(lambda: (r := roles_of(supervisor)) and "fold-g2" in r
+                          and "standby" not in r and r, "generation 2's fold again", worker)
         lineup(Lineup(live=2, retired=((1, int(time.time() * 1000)),)))
         after = wait_for(lambda: (r := roles_of(supervisor)) and "fold-g1" not in r and r,
                          "generation 1's fold stopped at the swap", worker)
         assert after["fold-g2"] == before["fold-g2"]  # the running fold took over
+        wait_for(lambda: "standby" in roles_of(supervisor), "a standby after the swap", worker)
         publish(recall, [("nx-1", header("nx-1")), ("nx-1", user(0, "after the swap"))])
         wait_for(lambda: recall.index_generation() == "gen-000002", "the swap", worker)
         wait_indexed(recall, {"nx-0": 1, "nx-1": 1}, worker)
