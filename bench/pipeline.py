@@ -111,7 +111,6 @@ from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.admin import AIOKafkaAdminClient
 
 from bench.corpus import TextGen, session_events
 from bench.search_corpus import fresh_dir, percentile, scale, size_name
@@ -121,7 +120,7 @@ from streams.kafka.producer import batching_producer, pack_segments
 from streams.settings import Settings
 from streams.topics import Topics, ensure_topics
 from tests.integration.brokers import Broker, start_broker, stop_broker
-from tests.integration.kafkaio import WorkerProcess, produce, start_worker
+from tests.integration.kafkaio import WorkerProcess, produce, start_worker, topic_names
 
 SHARDS = 8
 #: Fresh embedded ingests measured for the baseline (its median).
@@ -252,16 +251,11 @@ async def read_all(bootstrap: str, topic: str) -> list[Any]:
 async def wait_deleted(bootstrap: str, topic: str, timeout_s: float = 60.0) -> None:
     """Wait until the broker no longer lists `topic` (a retired generation's, deleted by the
     worker's query role)."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
-    await admin.start()
-    try:
-        deadline = time.monotonic() + timeout_s
-        while topic in await admin.list_topics():
-            if time.monotonic() > deadline:
-                raise RuntimeError(f"{topic} was never deleted")
-            await asyncio.sleep(0.5)
-    finally:
-        await admin.close()
+    deadline = time.monotonic() + timeout_s
+    while topic in await topic_names(bootstrap):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"{topic} was never deleted")
+        await asyncio.sleep(0.5)
 
 
 async def first_timestamp_ms(bootstrap: str, topic: str) -> int:

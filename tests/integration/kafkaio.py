@@ -33,6 +33,18 @@ class Record:
     value: bytes | None
 
 
+async def topic_names(bootstrap: str) -> set[str]:
+    """The topics the broker lists."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        return set(await admin.list_topics())
+    finally:
+        await admin.close()
+
+
 async def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes, bytes]]) -> None:
     """Send in order and wait for every ack (the default murmur2 partitioner, as faust uses)."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=2)

@@ -27,7 +27,14 @@ from streams.kafka.fleet import read_lineup
 from streams.kafka.foldstep import position_key
 from streams.settings import Settings
 from streams.topics import Topics, bootstrap_servers, ensure_topics
-from tests.integration.kafkaio import REPO, WorkerProcess, publish, read_topic, worker_env
+from tests.integration.kafkaio import (
+    REPO,
+    WorkerProcess,
+    publish,
+    read_topic,
+    topic_names,
+    worker_env,
+)
 from tests.integration.test_kafka_contract import cli_env, expected_counts, wait_indexed
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(360)]
@@ -115,17 +122,7 @@ def test_reindex_and_replay_over_kafka_swap_generations_and_keep_every_answer(
 
 
 def _topics(settings: Settings) -> set[str]:
-    from aiokafka.admin import AIOKafkaAdminClient
-
-    async def names() -> set[str]:
-        admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap_servers(str(settings.broker)))
-        await admin.start()
-        try:
-            return set(await admin.list_topics())
-        finally:
-            await admin.close()
-
-    return asyncio.run(names())
+    return asyncio.run(topic_names(bootstrap_servers(str(settings.broker))))
 
 
 def _eventually(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
