@@ -28,6 +28,18 @@ Metrics (one run; the baselines are measured in the same run on the same machine
   corpus (goal ≥ 0.7); `..._100k` over part0 only; `..._append_path_100k` uses
   `EmbeddedRuntime.append_events(header, events)` (one call per 500-event session, events parsed
   before the clock starts: no file read, JSON parse or LogBuilder validation) instead of ingest.
+- The ceiling of that ratio with today's work per event, measured at the small size
+  (`split_costs`): `ingest_cpu_us_per_event_<small>` is the real ingest's CPU (both threads);
+  `ingest_reader_alone_us_per_event_<small>` the same ingest with the index batches kept
+  instead of written (read, parse, validate, store append + fsync, fold, index records: the
+  Python half, which holds the GIL); `index_writer_alone_us_per_event_<small>` those batches
+  written on one thread (`ShardSet.write_batch`, grouped as the writer thread groups them, and
+  the closing segment merge). `index_rate_ratio_reader_alone_<small>` /
+  `_writer_alone_<small>` = documents ÷ that half's time ÷ raw FTS5 docs/s: the ratio if the
+  other half cost nothing; `index_rate_ratio_ceiling_2cores_<small>` = documents ÷ ((reader +
+  writer CPU) ÷ 2) ÷ raw FTS5 docs/s: the best any schedule of today's work on two cores could
+  reach. A goal above the reader-alone ratio cannot be met by any writer, and above the
+  two-core ceiling by no overlap of the two.
 - `search_p50_ms_*` / `search_p99_ms_*`: `Recall.search_sessions(q)` end to end (default limit
   20, strict consistency), each query once, classes interleaved, after one warm-up query.
   `search_p50_ms_1m_cold`: the first query after opening the data dir (`Recall.open`, shard
@@ -65,7 +77,8 @@ import os
 import resource
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -87,7 +100,9 @@ from bench.search_corpus import (
 )
 from bench.search_corpus import documents as extract_documents
 from indexer.normalize import fts_phrase
+from indexer.pipeline import GROUP_RECORDS, Batch, bulk_mode, merge
 from indexer.schema import DDL, document_id
+from projections.records import IndexRecord
 from streams.facade import Recall
 
 BATCH = 1000
@@ -174,6 +189,56 @@ def append_path(files: Sequence[Path]) -> float:
         for header, events in parsed:
             runtime.append_events(header, events)
         return time.perf_counter() - start
+
+
+class _Sink:
+    """Stands in for the shard set during `split_costs`' reader-alone ingest: keeps each batch
+    the ingest would write (after making its source durable, as the writer thread does)."""
+
+    def __init__(self) -> None:
+        self.batches: list[Batch] = []
+
+    def submit(self, records: Sequence[IndexRecord], positions: Mapping[str, int], *,
+               before: Callable[[], Any] | None = None) -> None:
+        if before is not None:
+            before()
+        self.batches.append((records, positions))
+
+
+def split_costs(paths: Sequence[Path]) -> tuple[float, float, float]:
+    """Issue 16's ceiling: the two halves of `Recall.ingest(paths)` measured apart, on one
+    thread each. (reader CPU-s, writer CPU-s, writer wall-s): the reader (read, validate,
+    store append + fsync, fold, index records) with its batches kept instead of written; then
+    those batches written by `ShardSet.write_batch`, grouped as the writer thread groups them
+    when it is behind (GROUP_RECORDS), and the closing merge of FTS segments."""
+    sink = _Sink()
+    with Recall.open(fresh_dir("index-reader")) as recall:
+        runtime = recall.backend.runtime
+        # the ingest's index writes go to the sink (EmbeddedRuntime._index_append's `shards`)
+        runtime.ingestor.on_append = partial(runtime._index_append, shards=sink)
+        gc.collect()
+        start = time.process_time()
+        recall.ingest(paths)
+        reader_cpu = time.process_time() - start
+    groups: list[list[Batch]] = [[]]
+    size = 0
+    for batch in sink.batches:
+        if size >= GROUP_RECORDS:
+            groups.append([])
+            size = 0
+        groups[-1].append(batch)
+        size += len(batch[0])
+    with Recall.open(fresh_dir("index-writer")) as recall:
+        shards = recall.backend.runtime.shards
+        before = shards.structures()
+        gc.collect()
+        with bulk_mode():
+            wall, cpu = time.perf_counter(), time.process_time()
+            for group in groups:
+                shards.write_batch(*merge(group))
+            shards.merge_grown(before)
+            writer_cpu, writer_wall = time.process_time() - cpu, time.perf_counter() - wall
+    return reader_cpu, writer_cpu, writer_wall
 
 
 # --- queries --------------------------------------------------------------------------------------
@@ -367,9 +432,11 @@ def run() -> dict[str, Any]:
     with Recall.open(data) as recall:
         log(f"ingest {sn} ({len(small_files)} session files)")
         gc.collect()
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), time.process_time()
         recall.ingest(corpus.parts[:1])
         ingest_small = time.perf_counter() - start
+        out[f"ingest_cpu_us_per_event_{sn}"] = round(
+            (time.process_time() - cpu_start) * 1e6 / small_events, 1)
         rate_small = len(docs_small) / ingest_small
         out[f"embedded_docs_per_s_{sn}"] = round(rate_small)
         out[f"embedded_events_per_s_{sn}"] = round(small_events / ingest_small)
@@ -407,12 +474,23 @@ def run() -> dict[str, Any]:
     log(f"cold search at {ln}")
     out[f"search_p50_ms_{ln}_cold"] = ms(median(cold_searches(data, mix)))
 
+    log(f"reader and writer apart at {sn}")
+    reader_cpu, writer_cpu, writer_wall = split_costs(small_files)
+    out[f"ingest_reader_alone_us_per_event_{sn}"] = round(reader_cpu * 1e6 / small_events, 1)
+    out[f"index_writer_alone_us_per_event_{sn}"] = round(writer_cpu * 1e6 / small_events, 1)
+    out[f"index_rate_ratio_reader_alone_{sn}"] = round(
+        len(docs_small) / reader_cpu / raw_rate_small, 3)
+    out[f"index_rate_ratio_writer_alone_{sn}"] = round(
+        len(docs_small) / writer_wall / raw_rate_small, 3)
+    out[f"index_rate_ratio_ceiling_2cores_{sn}"] = round(
+        len(docs_small) / ((reader_cpu + writer_cpu) / 2) / raw_rate_small, 3)
+
     log(f"append path at {sn}")
     gc.collect()
     append_small = append_path(small_files)
     out[f"index_rate_ratio_vs_raw_fts5_append_path_{sn}"] = round(
         len(docs_small) / append_small / raw_rate_small, 3)
     if os.environ.get("RECALL_BENCH_KEEP") != "1":
-        for name in ("index-raw", "index-data", "index-append"):
+        for name in ("index-raw", "index-data", "index-append", "index-reader", "index-writer"):
             fresh_dir(name).rmdir()
     return out

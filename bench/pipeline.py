@@ -17,7 +17,7 @@ N = 200,000 events (+800 headers), native JSONL, ~60 MB.
    merge of the shards' FTS segments that ends the ingest (a Kafka index worker merges its own
    later, after 2 s without documents: outside the pipeline's window). Median of
    EMBEDDED_RUNS (3) fresh ingests (`_min`/`_max`: their spread; one run alone varied 29.5k–38k
-   between two bench runs minutes apart). The baseline of
+   between two bench runs minutes apart; `embedded_ingest_cpu_s`: its CPU, median). The baseline of
    the `*_ratio_vs_embedded` metrics; measured in the same run just before the broker's
    measurements, so both share the machine's state. Its index digest is the expected answer;
    `embedded_index_digest_s` is that digest's time (a large index: shards re-folded by the
@@ -59,7 +59,13 @@ N = 200,000 events (+800 headers), native JSONL, ~60 MB.
    RECALL_SNAPSHOT_RETENTION_S=1 (the least it takes) and each run waits until the generation it retired is deleted
    (its documents topic gone, ~10 s), so every build starts from the same broker state: the
    events and the live generation (noida-db rewrites all it stores every ~2 s, so retired
-   generations kept for the default 300 s made each later build slower). The fixed
+   generations kept for the default 300 s made each later build slower). Where a build's CPU
+   goes (medians over the runs; sampled every 0.25 s, from the call to the sample nearest the
+   swap): `reindex_cpu_s_job` (this process: the job's fold), `reindex_cpu_s_worker` (the
+   worker's processes: mostly the index role building the new shards), `reindex_cpu_s_broker`;
+   `reindex_cpu_cores` = their sum ÷ the build time (near 2: the build is CPU-bound on this
+   machine's two cores) and `reindex_broker_cpu_share` the broker's part of it. Compare with
+   `embedded_ingest_cpu_s` (1: the embedded ingest's own CPU, both its threads). The fixed
    costs after it are reported on their own, as issue 17 asks: `generation_switch_s` (a
    watcher tails `<p>.control`; when it sees the lineup name the new generation live it produces
    one new session — header + one event with a unique word — and polls until the query role
@@ -337,21 +343,29 @@ def wait_until(predicate: Any, worker: WorkerProcess, what: str, *, poll_s: floa
 
 def tree_cpu_s(pid: int) -> float:
     """CPU seconds (user + system) used so far by `pid` and its live descendants."""
+    return trees_cpu_s([pid])[0]
+
+
+def trees_cpu_s(pids: list[int]) -> list[float]:
+    """`tree_cpu_s` of each of `pids`, from one scan of /proc."""
     ticks = os.sysconf("SC_CLK_TCK")
     children: dict[int, list[int]] = {}
+    cpu: dict[int, float] = {}
     for entry in Path("/proc").iterdir():
         if entry.name.isdigit():
             with contextlib.suppress(OSError, IndexError, ValueError):
                 fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
                 children.setdefault(int(fields[1]), []).append(int(entry.name))
-    total, todo = 0.0, [pid]
-    while todo:
-        current = todo.pop()
-        with contextlib.suppress(OSError, IndexError, ValueError):
-            fields = (Path("/proc") / str(current) / "stat").read_text().rsplit(")", 1)[1].split()
-            total += (int(fields[11]) + int(fields[12])) / ticks
-        todo.extend(children.get(current, []))
-    return total
+                cpu[int(entry.name)] = (int(fields[11]) + int(fields[12])) / ticks
+    totals = []
+    for pid in pids:
+        total, todo = 0.0, [pid]
+        while todo:
+            current = todo.pop()
+            total += cpu.get(current, 0.0)
+            todo.extend(children.get(current, []))
+        totals.append(total)
+    return totals
 
 
 # --- the suite -----------------------------------------------------------------------------------
@@ -397,16 +411,18 @@ class Suite:
     # 1. the embedded baseline ----------------------------------------------------------------
 
     def embedded(self) -> dict[str, Any]:
-        rates = []
+        rates: list[float] = []
+        cpu: list[float] = []
         digest_s = 0.0
         for run in range(EMBEDDED_RUNS):
             target = self.work / "embedded"
             shutil.rmtree(target, ignore_errors=True)
             gc.collect()
-            start = time.perf_counter()
+            start, cpu_start = time.perf_counter(), time.process_time()
             with Recall.open(target, shards=SHARDS) as recall:
                 recall.ingest(self.files)
                 rates.append(self.events / (time.perf_counter() - start))
+                cpu.append(time.process_time() - cpu_start)
                 if run == 0:
                     start = time.perf_counter()
                     self.expected = recall.index_digest()
@@ -415,6 +431,7 @@ class Suite:
         return {"embedded_ingest_events_per_s": round(statistics.median(rates)),
                 "embedded_ingest_events_per_s_min": round(min(rates)),
                 "embedded_ingest_events_per_s_max": round(max(rates)),
+                "embedded_ingest_cpu_s": round(statistics.median(cpu), 2),
                 "embedded_index_digest_s": round(digest_s, 2)}
 
     # 2.–9. one worker on the segment corpus --------------------------------------------------
@@ -565,19 +582,24 @@ class Suite:
         before = recall.index_digest()
         digest_s = time.perf_counter() - start
         builds, switches, calls = [], [], []
+        cpu: list[tuple[float, float, float]] = []  # (job, worker, broker) CPU-s per build
         settled = before  # the index after the last job and its switch probe
         for run in range(REINDEX_RUNS):
             switch = _SwitchWatch(self.broker.bootstrap, settings, target=2 + run)
+            sampler = _CpuSampler(worker, self.broker)
+            sampler.start()
             switch.start()
             start = time.perf_counter()
             reindexed = recall.reindex()
             calls.append(time.perf_counter() - start)
             switch.join(120)
+            sampler.stop()
             if switch.error is not None:
                 raise RuntimeError(f"generation switch probe failed: {switch.error}\n"
                                    f"{worker.log_tail()}")
             builds.append(switch.swapped - switch.started)
             switches.append(switch.elapsed)
+            cpu.append(sampler.at(switch.swapped))
             # the switch probe's session is produced at the swap: the reindex's digest (read
             # once the query role serves the new generation) may or may not have it yet
             after = recall.index_digest()
@@ -608,7 +630,14 @@ class Suite:
             raise RuntimeError(f"the replay's digest differs: {settled} {replayed}")
         events = self.events
         build_s = statistics.median(builds)
+        job_cpu, worker_cpu, broker_cpu = (statistics.median(part) for part in zip(*cpu, strict=True))
+        total_cpu = job_cpu + worker_cpu + broker_cpu
         return {
+            "reindex_cpu_s_job": round(job_cpu, 2),
+            "reindex_cpu_s_worker": round(worker_cpu, 2),
+            "reindex_cpu_s_broker": round(broker_cpu, 2),
+            "reindex_cpu_cores": round(total_cpu / build_s, 2),
+            "reindex_broker_cpu_share": round(broker_cpu / total_cpu, 3),
             "reindex_events_per_s": round(events / build_s),
             "reindex_s": round(statistics.median(calls), 2),
             "reindex_build_s": round(build_s, 2),
@@ -718,6 +747,41 @@ class _RowWatch(threading.Thread):
             self.error = exc
         finally:
             counter.close()
+
+
+class _CpuSampler(threading.Thread):
+    """Samples CPU seconds every SAMPLE_S while it runs: this process (the job's fold runs in
+    it), the worker's process tree, the broker. `at(t)`: the sample nearest epoch time `t`,
+    minus the first one."""
+
+    SAMPLE_S = 0.25  # one scan of /proc a sample: ~3 ms here
+
+    def __init__(self, worker: WorkerProcess, broker: Broker) -> None:
+        super().__init__(daemon=True)
+        self.worker, self.broker = worker, broker
+        self.samples: list[tuple[float, float, float, float]] = []
+        self.done = threading.Event()
+
+    def sample(self) -> None:
+        worker, broker = trees_cpu_s([self.worker.process.pid, self.broker.process.pid])
+        self.samples.append((time.time(), time.process_time(), worker, broker))
+
+    def run(self) -> None:
+        while not self.done.wait(self.SAMPLE_S):
+            self.sample()
+
+    def start(self) -> None:
+        self.sample()
+        super().start()
+
+    def stop(self) -> None:
+        self.done.set()
+        self.join()
+
+    def at(self, when: float) -> tuple[float, float, float]:
+        first = self.samples[0]
+        nearest = min(self.samples, key=lambda sample: abs(sample[0] - when))
+        return (nearest[1] - first[1], nearest[2] - first[2], nearest[3] - first[3])
 
 
 class _CaughtUp:
