@@ -32,10 +32,10 @@ Metrics (one run; the baselines are measured in the same run on the same machine
   (`split_costs`): `ingest_cpu_us_per_event_<small>` is the real ingest's CPU (both threads);
   `ingest_reader_alone_us_per_event_<small>` the same ingest with the index batches kept
   instead of written (read, parse, validate, store append + fsync, fold, index records: the
-  Python half, which holds the GIL); `index_writer_alone_us_per_event_<small>` those batches
-  written on one thread (`ShardSet.write_batch`, grouped as the writer thread groups them, and
+  Python half, which holds the GIL; CPU); `index_writer_alone_us_per_event_<small>` those batches
+  written on one thread (CPU; `ShardSet.write_batch`, grouped as the writer thread groups them, and
   the closing segment merge). `index_rate_ratio_reader_alone_<small>` /
-  `_writer_alone_<small>` = documents ÷ that half's time ÷ raw FTS5 docs/s: the ratio if the
+  `_writer_alone_<small>` = documents ÷ that half's wall time ÷ raw FTS5 docs/s: the ratio if the
   other half cost nothing; `index_rate_ratio_ceiling_2cores_<small>` = documents ÷ ((reader +
   writer CPU) ÷ 2) ÷ raw FTS5 docs/s: the best any schedule of today's work on two cores could
   reach. A goal above the reader-alone ratio cannot be met by any writer, and above the
@@ -205,9 +205,9 @@ class _Sink:
         self.batches.append((records, positions))
 
 
-def split_costs(paths: Sequence[Path]) -> tuple[float, float, float]:
+def split_costs(paths: Sequence[Path]) -> tuple[float, float, float, float]:
     """Issue 16's ceiling: the two halves of `Recall.ingest(paths)` measured apart, on one
-    thread each. (reader CPU-s, writer CPU-s, writer wall-s): the reader (read, validate,
+    thread each. (reader wall-s, reader CPU-s, writer wall-s, writer CPU-s): the reader (read, validate,
     store append + fsync, fold, index records) with its batches kept instead of written; then
     those batches written by `ShardSet.write_batch`, grouped as the writer thread groups them
     when it is behind (GROUP_RECORDS), and the closing merge of FTS segments."""
@@ -217,9 +217,9 @@ def split_costs(paths: Sequence[Path]) -> tuple[float, float, float]:
         # the ingest's index writes go to the sink (EmbeddedRuntime._index_append's `shards`)
         runtime.ingestor.on_append = partial(runtime._index_append, shards=sink)
         gc.collect()
-        start = time.process_time()
+        wall, cpu = time.perf_counter(), time.process_time()
         recall.ingest(paths)
-        reader_cpu = time.process_time() - start
+        reader_cpu, reader_wall = time.process_time() - cpu, time.perf_counter() - wall
     groups: list[list[Batch]] = [[]]
     size = 0
     for batch in sink.batches:
@@ -238,7 +238,7 @@ def split_costs(paths: Sequence[Path]) -> tuple[float, float, float]:
                 shards.write_batch(*merge(group))
             shards.merge_grown(before)
             writer_cpu, writer_wall = time.process_time() - cpu, time.perf_counter() - wall
-    return reader_cpu, writer_cpu, writer_wall
+    return reader_wall, reader_cpu, writer_wall, writer_cpu
 
 
 # --- queries --------------------------------------------------------------------------------------
@@ -475,11 +475,11 @@ def run() -> dict[str, Any]:
     out[f"search_p50_ms_{ln}_cold"] = ms(median(cold_searches(data, mix)))
 
     log(f"reader and writer apart at {sn}")
-    reader_cpu, writer_cpu, writer_wall = split_costs(small_files)
+    reader_wall, reader_cpu, writer_wall, writer_cpu = split_costs(small_files)
     out[f"ingest_reader_alone_us_per_event_{sn}"] = round(reader_cpu * 1e6 / small_events, 1)
     out[f"index_writer_alone_us_per_event_{sn}"] = round(writer_cpu * 1e6 / small_events, 1)
     out[f"index_rate_ratio_reader_alone_{sn}"] = round(
-        len(docs_small) / reader_cpu / raw_rate_small, 3)
+        len(docs_small) / reader_wall / raw_rate_small, 3)
     out[f"index_rate_ratio_writer_alone_{sn}"] = round(
         len(docs_small) / writer_wall / raw_rate_small, 3)
     out[f"index_rate_ratio_ceiling_2cores_{sn}"] = round(

@@ -415,34 +415,24 @@ class Suite:
         cpu: list[float] = []
         digest_s = 0.0
         for run in range(EMBEDDED_RUNS):
-            rate, cpu_s, took = self.embedded_once(digest=run == 0)
-            rates.append(rate)
-            cpu.append(cpu_s)
-            digest_s = digest_s or took
+            target = self.work / "embedded"
+            shutil.rmtree(target, ignore_errors=True)
+            gc.collect()
+            start, cpu_start = time.perf_counter(), time.process_time()
+            with Recall.open(target, shards=SHARDS) as recall:
+                recall.ingest(self.files)
+                rates.append(self.events / (time.perf_counter() - start))
+                cpu.append(time.process_time() - cpu_start)
+                if run == 0:
+                    start = time.perf_counter()
+                    self.expected = recall.index_digest()
+                    digest_s = time.perf_counter() - start
+            shutil.rmtree(target, ignore_errors=True)
         return {"embedded_ingest_events_per_s": round(statistics.median(rates)),
                 "embedded_ingest_events_per_s_min": round(min(rates)),
                 "embedded_ingest_events_per_s_max": round(max(rates)),
                 "embedded_ingest_cpu_s": round(statistics.median(cpu), 2),
                 "embedded_index_digest_s": round(digest_s, 2)}
-
-    def embedded_once(self, *, digest: bool = False) -> tuple[float, float, float]:
-        """One fresh embedded ingest of the corpus: (events/s, CPU-s, digest-s); `digest`: its
-        index digest becomes the expected answer of every Kafka measurement."""
-        target = self.work / "embedded"
-        shutil.rmtree(target, ignore_errors=True)
-        gc.collect()
-        digest_s = 0.0
-        start, cpu_start = time.perf_counter(), time.process_time()
-        with Recall.open(target, shards=SHARDS) as recall:
-            recall.ingest(self.files)
-            rate = self.events / (time.perf_counter() - start)
-            cpu = time.process_time() - cpu_start
-            if digest:
-                start = time.perf_counter()
-                self.expected = recall.index_digest()
-                digest_s = time.perf_counter() - start
-        shutil.rmtree(target, ignore_errors=True)
-        return rate, cpu, digest_s
 
     # 2.–9. one worker on the segment corpus --------------------------------------------------
 
