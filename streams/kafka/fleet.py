@@ -109,6 +109,11 @@ class Lineup:
     def newest(self) -> int:
         return max([self.live, self.building or 0, *(g for g, _ in self.retired)])
 
+    def upcoming(self) -> int:
+        """The generation the index roles prepare beside the live one: the one being built,
+        else the one the next reindex or replay will build."""
+        return self.building or self.newest() + 1
+
     def to_json(self) -> bytes:
         return orjson.dumps({"live": self.live, "building": self.building,
                              "replaying": self.replaying, "folded": self.folded,

@@ -9,10 +9,14 @@ lineup that waits on it closely. On a change it
 `LineupWatcher` runs in the index and query roles:
 - the live generation changed: `on_live_change(generation)` tells the role (the query role
   scatters to it from its next request on);
-- an index role indexes the live generation and the one being built, each into its own shard
-  files (`kafka-index-g<n>/`) in that generation's consumer group, so when a built generation
-  goes live its indexer simply keeps running; the generation that stopped being live keeps
-  answering for `RETIRING_S` (coordinators that have not seen the swap yet still ask it);
+- an index role indexes the live generation and the next one (the one being built, else the
+  one the next reindex or replay will build: its topics created and its consumer group joined
+  ahead, idle until a job writes to it), each into its own shard files (`kafka-index-g<n>/`)
+  in that generation's consumer group, so a job's documents are indexed from its first second
+  (a group join takes a second on tansu, a tenth of a 200k-event build) and when a built
+  generation goes live its indexer simply keeps running; the generation that stopped being
+  live keeps answering for `RETIRING_S` (coordinators that have not seen the swap yet still
+  ask it);
 - a retired generation's retention window passed: its shard files (and, from a query role,
   its topics) are deleted.
 """
@@ -68,6 +72,9 @@ class LineupWatcher:
         """The supervisor saw the lineup change: read it now (from the role's event loop)."""
         if self._consumer is not None:
             seam.wake(self._consumer)
+        for indexer, _, _ in self.indexers.values():
+            # a job may be about to write the next generation's documents
+            seam.wake(indexer.consumer)
 
     async def run(self, stop: asyncio.Event) -> None:
         await self.obey(self.lineup)
@@ -115,9 +122,8 @@ class LineupWatcher:
     def _follow(self, lineup: Lineup) -> None:
         now = time.monotonic()
         self._retiring = {g: until for g, until in self._retiring.items() if until > now}
-        wanted = {lineup.live, *self._retiring}
-        if lineup.building:
-            wanted.add(lineup.building)
+        upcoming = lineup.upcoming()
+        wanted = {lineup.live, upcoming, *self._retiring}
         for generation in set(self.indexers) - wanted:
             self.indexers.pop(generation)[2].set()
         for generation in sorted(wanted - set(self.indexers)):
@@ -127,7 +133,7 @@ class LineupWatcher:
             self.indexers[generation] = (indexer, task, task_stop)
         for generation, (indexer, _, _) in self.indexers.items():
             # a generation no one searches yet writes in fewer, larger transactions
-            indexer.gather_s = GATHER_S if generation == lineup.building else 0.0
+            indexer.gather_s = GATHER_S if generation == upcoming else 0.0
 
     async def _index(self, indexer: Any, stop: asyncio.Event, generation: int) -> None:
         try:

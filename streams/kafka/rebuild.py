@@ -355,7 +355,7 @@ async def reindex(settings: Settings, progress: Progress | None = None) -> dict[
     lineup = await lease.acquire()
     started = time.monotonic()
     try:
-        target = lineup.building or lineup.newest() + 1
+        target = lineup.upcoming()  # the index roles joined its group ahead
         topics = Topics.of(settings, target)
         await ensure_topics(bootstrap, topics)
         if lineup.building != target:

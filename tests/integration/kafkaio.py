@@ -45,6 +45,21 @@ async def topic_names(bootstrap: str) -> set[str]:
         await admin.close()
 
 
+async def group_members(bootstrap: str, group: str) -> int:
+    """How many members the consumer group `group` has now."""
+    from aiokafka.admin import AIOKafkaAdminClient
+
+    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    await admin.start()
+    try:
+        # raw DescribeGroups responses: groups of (error, group id, state, protocol type,
+        # protocol, members, ...)
+        return sum(len(described[5]) for response in await admin.describe_consumer_groups([group])
+                   for described in response.groups)
+    finally:
+        await admin.close()
+
+
 async def produce(bootstrap: str, topic: str, records: Iterable[tuple[bytes, bytes]]) -> None:
     """Send in order and wait for every ack (the default murmur2 partitioner, as faust uses)."""
     producer = AIOKafkaProducer(bootstrap_servers=bootstrap, linger_ms=2)

@@ -30,6 +30,7 @@ from streams.topics import Topics, bootstrap_servers, ensure_topics
 from tests.integration.kafkaio import (
     REPO,
     WorkerProcess,
+    group_members,
     publish,
     read_topic,
     topic_names,
@@ -74,6 +75,8 @@ def test_reindex_and_replay_over_kafka_swap_generations_and_keep_every_answer(
         wait_indexed(recall, expected_counts(files), worker)
         assert recall.index_generation() == "gen-000001"
         assert (tmp_path / "data-0" / "kafka-index").is_dir()
+        # the index role prepared generation 2 ahead of any job: its topics, its group joined
+        _eventually(lambda: _prepared(settings, 2, tmp_path / "data-0"))
         parked_before = _parked_keys(settings)
         first = recall.search_sessions("needle", limit=2)
         expected_page = {k: v for k, v in first.items() if k != "nextCursor"}
@@ -89,6 +92,7 @@ def test_reindex_and_replay_over_kafka_swap_generations_and_keep_every_answer(
         assert result["eventsIndexed"] == sum(1 + n for n in expected_counts(files).values())
         assert recall.index_generation() == "gen-000002"
         assert recall.index_digest() == expected_digest
+        _eventually(lambda: _prepared(settings, 3, tmp_path / "data-0"))
         # generation 1 is gone: its shard files and its derived topics
         _eventually(lambda: not (tmp_path / "data-0" / "kafka-index").exists()
                     and not set(Topics.of(settings, 1).derived()) & _topics(settings))
@@ -110,6 +114,7 @@ def test_reindex_and_replay_over_kafka_swap_generations_and_keep_every_answer(
         assert replayed["generation"] == "gen-000003"
         assert recall.index_generation() == "gen-000003"
         assert recall.index_digest() == with_late
+        _eventually(lambda: _prepared(settings, 4, tmp_path / "data-0"))
         assert sorted(h["header"]["id"] for h in recall.search_sessions("zebra")["items"]) == [
             "child", "late"]
     # the folds of generations 2 and 3 recovered their whole state: nothing new was parked
@@ -119,6 +124,16 @@ def test_reindex_and_replay_over_kafka_swap_generations_and_keep_every_answer(
     lineup = _lineup(settings)
     assert lineup.live == 3 and lineup.building is None and not lineup.replaying
     assert [g for g, _ in lineup.retired] == [1, 2]
+
+
+def _prepared(settings: Settings, generation: int, data_dir: Path) -> bool:
+    """The index role made ready for `generation` before a job builds it: its documents and
+    shard-request topics, its shard files, one member in its index group."""
+    topics = Topics.of(settings, generation)
+    bootstrap = bootstrap_servers(str(settings.broker))
+    return ({topics.documents, topics.shard_requests} <= _topics(settings)
+            and topics.index_dir(data_dir).is_dir()
+            and asyncio.run(group_members(bootstrap, topics.index_group)) == 1)
 
 
 def _topics(settings: Settings) -> set[str]:

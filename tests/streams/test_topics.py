@@ -52,11 +52,14 @@ def test_derived_names_are_per_generation_and_facts_are_shared(tmp_path: Path) -
     assert third.index_dir(tmp_path) == tmp_path / "kafka-index-g3"
 
 
-def test_lineup_round_trips_and_knows_its_newest_generation() -> None:
+def test_lineup_round_trips_and_knows_its_newest_and_upcoming_generations() -> None:
     lineup = Lineup(live=2, building=4, retired=((1, 1_700_000_000_000), (3, 1_700_000_001_000)))
     assert Lineup.from_json(lineup.to_json()) == lineup
     assert lineup.newest() == 4
     assert Lineup() == Lineup(live=1) and Lineup().newest() == 1
+    # the generation the index roles prepare: the one being built, else the next one
+    assert lineup.upcoming() == 4 and Lineup().upcoming() == 2
+    assert Lineup(live=3, retired=((1, 0), (2, 0))).upcoming() == 4
 
 
 def test_worker_identity_is_stable_per_data_dir_and_dynamic_on_tansu(tmp_path: Path) -> None:
