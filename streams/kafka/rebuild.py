@@ -296,6 +296,7 @@ class _Lease:
         self.lineup = lineup
         self._lock = asyncio.Lock()
         self._renewer: asyncio.Task[None] | None = None
+        self._released = asyncio.Event()
 
     async def acquire(self) -> Lineup:
         held = self.lineup.job
@@ -318,15 +319,20 @@ class _Lease:
             await publish_lineup(self.bootstrap, self.prefix, self.lineup)
 
     async def _renew(self) -> None:
-        while True:
-            await asyncio.sleep(self.lease_s / 3)
-            await self.publish(self.lineup)
+        # Stopped by an event, never cancelled: a cancellation that lands while a renewal's
+        # producer closes is swallowed by aiokafka (`AIOKafkaClient.close` suppresses the
+        # CancelledError of the task it awaits), the renewer went on renewing, and the job
+        # waiting for it hung forever after its swap (seen once in a reindex on noida-db).
+        while not self._released.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._released.wait(), self.lease_s / 3)
+            if not self._released.is_set():
+                await self.publish(self.lineup)
 
     async def release(self, lineup: Lineup) -> None:
+        self._released.set()
         if self._renewer is not None:
-            self._renewer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._renewer
+            await self._renewer  # at most one renewal in flight to finish
         async with self._lock:
             self.lineup = replace(lineup, job=None)
             await publish_lineup(self.bootstrap, self.prefix, self.lineup)
