@@ -323,11 +323,11 @@ class _Lease:
         # producer closes is swallowed by aiokafka (`AIOKafkaClient.close` suppresses the
         # CancelledError of the task it awaits), the renewer went on renewing, and the job
         # waiting for it hung forever after its swap (seen once in a reindex on noida-db).
-        while not self._released.is_set():
+        while True:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._released.wait(), self.lease_s / 3)
-            if not self._released.is_set():
-                await self.publish(self.lineup)
+                return
+            await self.publish(self.lineup)
 
     async def release(self, lineup: Lineup) -> None:
         self._released.set()
