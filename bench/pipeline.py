@@ -94,9 +94,21 @@ N = 200,000 events (+800 headers), native JSONL, ~60 MB.
    (all roles), measured as in 4. `raw_consume_events_per_s_single_records`: raw consume of
    that topic as in 3 (one event per record: the baseline the issue's 0.1 goal was set
    against, ~200k/s); `pipeline_ratio_vs_raw_consume_single_records` = 4 ÷ that.
+11. (after 6 and 7, the worker idle, the broker holding the events and generation 5)
+   `broker_quiet_cpu_cores`: the broker's CPU over UPKEEP_S with nothing written;
+   `broker_trickle_cpu_cores`: the same while one 1-byte record is produced every 100 ms to a
+   topic of its own. The broker's upkeep while anything changes: noida-db rewrites its whole
+   data file (record batches as JSON arrays of byte values) every ~2 s while it is dirty,
+   tansu keeps everything in memory. During a reindex that upkeep competes with the job and
+   the index role for the same two cores.
 Ratios: `pipeline_ratio_vs_embedded` (4 ÷ 1), `replay_ratio_vs_embedded`,
 `reindex_ratio_vs_embedded`, `pipeline_ratio_vs_raw_consume` (4 ÷ 3: with segments raw
 consume itself reads ~3× fewer records, so this baseline moved up; see 10 for the old one).
+`reindex_cpu_ratio_vs_embedded`: the build's CPU in this process and the worker (job + index
+role, the broker's left out) ÷ `embedded_ingest_cpu_s`: what the same work costs as a pipeline.
+`reindex_ratio_vs_embedded_at_full_cores`: N ÷ (the build's CPU, broker included, ÷ the
+machine's cores) ÷ the embedded rate: the ratio a build would reach with every core busy all
+the time, the bound where broker and pipeline share this machine.
 """
 
 from __future__ import annotations
@@ -117,6 +129,7 @@ from typing import Any
 
 import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from bench.corpus import TextGen, session_events
 from bench.search_corpus import fresh_dir, percentile, scale, size_name
@@ -151,6 +164,10 @@ CHANGELOG_SIZES = (1_000, 50_000)
 IDLE_S = 10.0
 IDLE_SETTLE_S = 20.0
 IDLE_WINDOWS = 3
+#: Step 11: one tiny record every UPKEEP_EVERY_S for UPKEEP_S (after UPKEEP_S quiet).
+UPKEEP_S = 10.0
+UPKEEP_EVERY_S = 0.1
+UPKEEP_SETTLE_S = 5.0
 #: The client's request timeout: a digest of the whole corpus (~1 s per 50k events on a quiet
 #: machine before the digest helpers, several times that with the other sessions' load) outgrew
 #: the default 30 s.
@@ -471,6 +488,7 @@ class Suite:
                 out.update(self._probe(recall, live, worker))
                 out.update(self._changelog(live, ShardCounter(data_dir, REPLAY_GENERATION),
                                            worker))
+                out.update(self._broker_upkeep(prefix))
         finally:
             self.stop_workers()
         return out
@@ -653,6 +671,39 @@ class Suite:
             "replay_startup_s": round(first_doc - called, 2),
             "index_digest_s": round(digest_s, 2),
         }
+
+    # 11. the broker's own upkeep ------------------------------------------------------------
+
+    def _broker_upkeep(self, prefix: str) -> dict[str, Any]:
+        topic = f"{prefix}.bench-upkeep"
+        pid = self.broker.process.pid
+
+        async def trickle() -> tuple[float, float]:
+            admin = AIOKafkaAdminClient(bootstrap_servers=self.broker.bootstrap)
+            await admin.start()
+            try:
+                await admin.create_topics([NewTopic(topic, 1, 1)])
+            finally:
+                await admin.close()
+            producer = await _producer(self.broker.bootstrap)
+            try:
+                await producer.send_and_wait(topic, b"warm-up")
+                await asyncio.sleep(UPKEEP_SETTLE_S)  # a rewrite the warm-up started is over
+                quiet = tree_cpu_s(pid)
+                await asyncio.sleep(UPKEEP_S)
+                start = tree_cpu_s(pid)
+                quiet_cores = (start - quiet) / UPKEEP_S
+                due = time.monotonic()
+                while time.monotonic() - due < UPKEEP_S:
+                    await producer.send_and_wait(topic, b"x")
+                    await asyncio.sleep(UPKEEP_EVERY_S)
+                return quiet_cores, (tree_cpu_s(pid) - start) / UPKEEP_S
+            finally:
+                await producer.stop()
+
+        quiet_cores, busy_cores = asyncio.run(trickle())
+        return {"broker_quiet_cpu_cores": round(quiet_cores, 3),
+                "broker_trickle_cpu_cores": round(busy_cores, 3)}
 
     # 10. one event per record ----------------------------------------------------------------
 
@@ -858,6 +909,14 @@ def run_broker(name: str, sessions: int) -> dict[str, Any]:
     for metric in ("pipeline", "replay", "reindex"):
         results[f"{metric}_ratio_vs_embedded"] = round(
             results[f"{metric}_events_per_s"] / embedded, 3)
+    # what the reindex's CPU would allow with every core busy: the bound where a build on this
+    # machine is CPU-bound (broker included, as it shares the cores here)
+    cpu = [results[f"reindex_cpu_s_{part}"] for part in ("job", "worker", "broker")]
+    cores = os.cpu_count() or 1
+    results["reindex_ratio_vs_embedded_at_full_cores"] = round(
+        results["pipeline_events"] / (sum(cpu) / cores) / embedded, 3)
+    results["reindex_cpu_ratio_vs_embedded"] = round(
+        (cpu[0] + cpu[1]) / results["embedded_ingest_cpu_s"], 3)
     # the baseline of issue 17's text: raw consume of one event per record (the old wire format)
     results["pipeline_ratio_vs_raw_consume_single_records"] = round(
         results["pipeline_events_per_s"] / results["raw_consume_events_per_s_single_records"], 4)
