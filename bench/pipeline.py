@@ -693,8 +693,8 @@ class Suite:
                 await asyncio.sleep(UPKEEP_S)
                 start = tree_cpu_s(pid)
                 quiet_cores = (start - quiet) / UPKEEP_S
-                due = time.monotonic()
-                while time.monotonic() - due < UPKEEP_S:
+                began = time.monotonic()
+                while time.monotonic() - began < UPKEEP_S:
                     await producer.send_and_wait(topic, b"x")
                     await asyncio.sleep(UPKEEP_EVERY_S)
                 return quiet_cores, (tree_cpu_s(pid) - start) / UPKEEP_S
