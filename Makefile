@@ -3,13 +3,17 @@ PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
-# The Kafka suite runs against both brokers from PyPI, noida-db and tansu: two independent
-# implementations catch reliance on one broker's quirks. `RECALL_TEST_BROKER=noida` (or tansu)
-# runs one of them only.
-RECALL_TEST_BROKER ?= both
+# The Kafka suite runs against Apache Kafka (KRaft), the reference broker: `make kafka` fetches
+# it once with Maven into ~/.cache/session-recall (needs Maven and Java >= 17). Other values:
+# `noida` (noida-db from PyPI: no Java needed), `tansu`, a comma-separated list, `both` (the two
+# emulators, noida,tansu) or `all`.
+RECALL_TEST_BROKER ?= apache
 export RECALL_TEST_BROKER
+comma := ,
+# `kafka` when the chosen brokers include Apache Kafka, so a Java-less `noida` run needs no Maven
+NEED_KAFKA := $(if $(filter apache all,$(subst $(comma), ,$(RECALL_TEST_BROKER))),kafka)
 
-.PHONY: setup demo test lint unit bench chaos fuzz lowest clean
+.PHONY: setup demo test lint unit bench chaos fuzz lowest clean kafka
 
 $(STAMP): pyproject.toml indexer/_matchcount.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -27,7 +31,11 @@ lint: $(STAMP)
 	$(BIN)/mypy projections indexer
 	$(BIN)/mypy streams
 
-test: lint
+# The Apache Kafka broker's jars (docker/kafka/pom.xml), fetched once into a cache; a no-op after.
+kafka:
+	bash docker/kafka/fetch.sh
+
+test: lint $(NEED_KAFKA)
 	$(BIN)/pytest
 
 unit: $(STAMP)
@@ -36,7 +44,7 @@ unit: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python -m bench
 
-chaos: $(STAMP)
+chaos: $(STAMP) $(NEED_KAFKA)
 	$(BIN)/pytest -m chaos
 
 # Every runtime dependency (and the mcp extra) at the lower bound pyproject.toml declares, in a

@@ -37,7 +37,7 @@ import orjson
 
 from bench.realcorpus import ensure_real_corpus
 from bench.search_corpus import scale
-from streams.importers import IMPORTERS
+from streams.ingest.importers import IMPORTERS
 
 TARGET_MB = 25.0
 PASSES = 5  # the best of five: three left the ratios swinging by a third on a busy host

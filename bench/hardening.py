@@ -31,14 +31,14 @@ import orjson
 import zstandard
 
 from projections import jsonwire
-from streams.settings import load_settings
-from streams.sourcefile import read_source
+from streams.core.settings import load_settings
+from streams.ingest.sourcefile import read_source
 
 ROOT = Path(__file__).resolve().parents[1]
 REALDATA = ROOT / "tests" / "data" / "realdata"
 PEAK = """
 import sys
-from streams.cli import main
+from streams.faces.cli.main import main
 out = sys.argv.pop(1)
 try:
     main()
@@ -87,7 +87,7 @@ def _read(tmp: Path) -> dict[str, Any]:
 
 
 def _lock(tmp: Path) -> dict[str, Any]:
-    from streams.embedded import EmbeddedRuntime
+    from streams.runtime.embedded.runtime import EmbeddedRuntime
 
     runtime = EmbeddedRuntime(load_settings(data_dir=tmp / "lock", shards=1))
     try:

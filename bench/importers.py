@@ -33,7 +33,7 @@ from typing import Any
 from bench.realcorpus import ensure_real_corpus
 from bench.search_corpus import bench_dir, scale
 from streams.facade import Recall
-from streams.importers import import_claude_code, import_codex
+from streams.ingest.importers import import_claude_code, import_codex
 
 TARGET_MB = 200.0
 FORMATS = (("claude-code", "claude_code", import_claude_code),

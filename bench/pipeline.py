@@ -3,7 +3,7 @@
 
 One run per broker, each on a fresh broker process (tests/integration/brokers.py: noida-db or
 tansu on 127.0.0.1, a free port), consumer-group session timeout 6 s / heartbeat 1 s on noida-db
-and 2 s / 0.3 s on tansu, RECALL_SHARDS=8. Workers are real `python -m streams.kafka.worker`
+and 2 s / 0.3 s on tansu, RECALL_SHARDS=8. Workers are real `python -m streams.runtime.kafka.worker`
 subprocesses (a supervisor and one process per role), each with its own data dir; everything is
 stopped in `finally`. Metric names are the noida-db run's; the tansu run's carry `_tansu`.
 Sizes scale with RECALL_BENCH_SCALE (1 → the sizes below).
@@ -23,7 +23,7 @@ N = 200,000 events (+800 headers), native JSONL, ~60 MB.
    `embedded_index_digest_s` is that digest's time (a large index: shards re-folded by the
    digest helpers, indexer/digester.py, on both cores; the first digest starts them).
 2. The corpus is produced to `<A>.events` as `recall ingest` produces it: each session's lines
-   packed into segments (streams.kafka.producer.pack_segments: ≤ 64 KiB, so ~1 record per
+   packed into segments (streams.runtime.kafka.producer.pack_segments: ≤ 64 KiB, so ~1 record per
    session here), 1 MiB zstd batches, acks awaited at the end (`pipeline_produce_events_per_s`).
 3. `raw_consume_events_per_s`: one plain AIOKafkaConsumer (no group, all 8 partitions, from the
    beginning) reads every record and `orjson.loads` every line; N ÷ time from the first
@@ -133,11 +133,11 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from bench.corpus import TextGen, session_events
 from bench.search_corpus import fresh_dir, percentile, scale, size_name
+from streams.core.settings import Settings
 from streams.facade import Recall
-from streams.kafka.fleet import LINEUP_KEY, Lineup, control_topic
-from streams.kafka.producer import batching_producer, pack_segments
-from streams.settings import Settings
-from streams.topics import Topics, ensure_topics
+from streams.runtime.kafka.fleet import LINEUP_KEY, Lineup, control_topic
+from streams.runtime.kafka.producer import batching_producer, pack_segments
+from streams.runtime.kafka.topics import Topics, ensure_topics
 from tests.integration.brokers import Broker, start_broker, stop_broker
 from tests.integration.kafkaio import WorkerProcess, produce, start_worker, topic_names
 
@@ -200,7 +200,7 @@ def as_segments(corpus: dict[str, list[bytes]]) -> list[tuple[bytes, bytes]]:
 
 async def produce_as_ingest(bootstrap: str, topic: str,
                             records: list[tuple[bytes, bytes]]) -> None:
-    """Send with the producer settings of `recall ingest` (streams.kafka.producer: 1 MiB
+    """Send with the producer settings of `recall ingest` (streams.runtime.kafka.producer: 1 MiB
     zstd-compressed batches, acks=all), awaiting every ack at the end."""
     producer = batching_producer(bootstrap, acks="all", linger_ms=5)
     await producer.start()
@@ -508,7 +508,7 @@ class Suite:
 
     def _idle_cpu(self, worker: WorkerProcess) -> dict[str, Any]:
         # settled: the last batch's commits, stats lines and the consumers' idle ramp
-        # (streams.kafka.seam: the fetch wait reaches its cap 2 s after the last record) are over
+        # (streams.runtime.kafka.seam: the fetch wait reaches its cap 2 s after the last record) are over
         time.sleep(IDLE_SETTLE_S)
         windows = []
         for _ in range(IDLE_WINDOWS):

@@ -4,7 +4,7 @@ RECALL_BENCH_SCALE (1 → 40 sessions × 500 events = 20k events for the ingest 
 What redacting secrets before indexing costs, against the same work without it, in the same run
 (this 2-core machine is shared: each figure is the best of interleaved repeats):
 - `redaction_cost_us_per_event`: `projections.records.event_record` with the default rules
-  (streams/detectors.py) minus the same without redaction, per event, over the search
+  (streams/core/detectors.py) minus the same without redaction, per event, over the search
   benchmark's synthetic corpus (bench/corpus.py, TextGen seed 11: prose, tool calls, results,
   compactions). `_real_logs`: over the real agent logs of tests/data imported by the registry
   (1,343 events, long tool outputs with URLs and JSON). `_all_secrets`: over the planted-secret
@@ -42,10 +42,10 @@ from bench.search_corpus import ensure_corpus, scale, size_name
 from projections.fold import SurfaceState, plan
 from projections.records import event_record
 from projections.redaction import NO_REDACTION, Redactor
-from streams.detectors import default_redactor
+from streams.core.detectors import default_redactor
+from streams.core.settings import Settings
 from streams.facade import Recall
-from streams.importers import IMPORTERS, detect_format
-from streams.settings import Settings
+from streams.ingest.importers import IMPORTERS, detect_format
 from tests.support.secretcorpus import code_corpus, secret_sessions
 
 ROOT = Path(__file__).resolve().parents[1]

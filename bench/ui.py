@@ -83,7 +83,7 @@ class AsgiGet:
 
 
 def run() -> dict[str, Any]:
-    from streams.ui.app import create_app
+    from streams.faces.ui.app import create_app
 
     corpus = scaled_corpus()
     files = corpus.files()

@@ -1,7 +1,7 @@
 """Stage 3 of the flow, before extraction: secrets in an event become `[redacted:<kind>]` markers.
 
 A pure function of the text and the rules. The rules themselves (detect-secrets' detectors plus
-the agent-log rules and the user's own) are built at the edge (streams.detectors) and passed in,
+the agent-log rules and the user's own) are built at the edge (streams.core.detectors) and passed in,
 so this module imports no detector library. Everything that leaves the log — the document text,
 the raw event the index keeps, snippets, reads, traces, references — is made from the redacted
 event, and the same event with the same rules always redacts to the same bytes.

@@ -8,13 +8,13 @@ __all__ = ["Recall", "build_app"]
 
 
 def __getattr__(name: str) -> Any:
-    # Lazy, so importing one submodule (e.g. streams.settings) never pulls in the runtimes.
+    # Lazy, so importing one submodule (e.g. streams.core.settings) never pulls in the runtimes.
     if name == "Recall":
         from streams.facade import Recall
 
         return Recall
     if name == "build_app":
-        from streams.app import build_app
+        from streams.runtime.kafka.app import build_app
 
         return build_app
     raise AttributeError(name)

@@ -1,5 +1,5 @@
 """`python -m streams` → the recall CLI."""
 
-from streams.cli import main
+from streams.faces.cli.main import main
 
 main()

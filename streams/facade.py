@@ -10,12 +10,12 @@ from typing import Any
 
 from indexer import QueryService
 from projections.errors import SessionQueryError
-from streams.embedded import EmbeddedRuntime
-from streams.ingest import IngestReport
-from streams.operations import dispatch
-from streams.owned import SessionExists, new_header, require_writer, user_message
-from streams.reference import ReferenceService, number_events
-from streams.settings import Settings, load_settings
+from streams.core.settings import Settings, load_settings
+from streams.ingest.edge import IngestReport
+from streams.runtime.embedded.runtime import EmbeddedRuntime
+from streams.service.operations import dispatch
+from streams.service.owned import SessionExists, new_header, require_writer, user_message
+from streams.service.reference import ReferenceService, number_events
 
 #: Operations that need no open index (they still work while it is damaged).
 _INDEX_FREE = frozenset({"index_generation"})
@@ -38,7 +38,7 @@ def build_request(query: str | None, request: Mapping[str, Any] | None,
 
 def importer_options() -> dict[str, Any]:
     """The foreign-format importers and their detector, for the ingest edge."""
-    from streams import importers
+    from streams.ingest import importers
 
     return {"importers": getattr(importers, "IMPORTERS", {}),
             "detect": getattr(importers, "detect_format", None)}
@@ -175,7 +175,7 @@ class Recall:
     @classmethod
     def connect(cls, broker_url: str, *, settings: Settings | None = None,
                 **overrides: Any) -> Recall:
-        from streams.kafka.client import KafkaBackend
+        from streams.runtime.kafka.client import KafkaBackend
 
         resolved = (settings or load_settings()).model_copy(
             update={"broker": broker_url, **overrides})

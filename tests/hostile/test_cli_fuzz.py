@@ -18,7 +18,7 @@ from fuzzing import FUZZ
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.cli import main
+from streams.faces.cli.main import main
 
 SESSION = "ci-billing-2025-11-24"
 TEXTS = ["", " ", "EUR", "Traceback", SESSION, "ci-followup-2025-12-01", "\udcff", "a\udcffb",

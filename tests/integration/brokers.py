@@ -1,4 +1,9 @@
-"""Test support: start and stop a Kafka-protocol broker binary (noida-db or tansu) on loopback."""
+"""Test support: start and stop a Kafka-protocol broker on loopback.
+
+`apache` (the default, the reference broker): Apache Kafka in KRaft mode from the Maven cache
+`make kafka` fills (tests/integration/apache_kafka.py); `noida` (noida-db) and `tansu`: emulators
+from PyPI, `noida` being the option for a machine without Java.
+"""
 
 from __future__ import annotations
 
@@ -12,19 +17,26 @@ from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
 
-BROKERS = ("noida", "tansu")
+from tests.integration.apache_kafka import KafkaCluster, start_cluster, stop_cluster
+
+BROKERS = ("apache", "noida", "tansu")
+DEFAULT_BROKER = "apache"
+#: RECALL_TEST_BROKER=both: the two emulators (what the suite ran on before Apache Kafka).
+EMULATORS = ("noida", "tansu")
 #: Seconds a broker gets to answer a metadata request before the suite fails.
 START_TIMEOUT_S = 30.0
 
 
 @dataclass(frozen=True, slots=True)
 class Broker:
-    """A running broker: its name, bootstrap address and the consumer settings it needs."""
+    """A running broker: its name, bootstrap address and the consumer settings it needs.
+    `process` is the broker's process (an Apache Kafka cluster's: its first node's JVM)."""
 
     name: str
     bootstrap: str
     process: subprocess.Popen[bytes]
     log_path: Path
+    cluster: KafkaCluster | None = None
 
     @property
     def url(self) -> str:
@@ -36,7 +48,9 @@ class Broker:
 
     @property
     def session_timeout_s(self) -> float:
-        # noida-db (like Kafka) rejects < 6 s; tansu holds joins for session/2, so keep it short.
+        # Kafka's default group.min.session.timeout.ms is 6 s and noida-db rejects < 6 s too (the
+        # suite's Kafka accepts >= 1 s, but runs what a default broker accepts); tansu holds
+        # joins for session/2, so keep it short there.
         return 2.0 if self.name == "tansu" else 6.0
 
     @property
@@ -45,13 +59,18 @@ class Broker:
 
 
 def selected_brokers(value: str | None) -> list[str]:
-    """RECALL_TEST_BROKER=noida|tansu|both (default noida)."""
-    choice = (value or "noida").strip().lower()
-    if choice == "both":
+    """RECALL_TEST_BROKER: apache (default), noida, tansu, a comma-separated list of them, `both`
+    (noida,tansu: the emulators) or `all`."""
+    choice = (value or DEFAULT_BROKER).strip().lower()
+    if choice == "all":
         return list(BROKERS)
-    if choice not in BROKERS:
-        raise ValueError(f"RECALL_TEST_BROKER={value!r}: use noida, tansu or both")
-    return [choice]
+    if choice == "both":
+        return list(EMULATORS)
+    names = [name.strip() for name in choice.split(",") if name.strip()]
+    if not names or any(name not in BROKERS for name in names):
+        raise ValueError(f"RECALL_TEST_BROKER={value!r}: use apache, noida, tansu, a "
+                         "comma-separated list of them, both (noida,tansu) or all")
+    return list(dict.fromkeys(names))
 
 
 def free_port() -> int:
@@ -98,7 +117,14 @@ async def _answers_metadata(bootstrap: str) -> bool:
 
 
 def start_broker(name: str, work_dir: Path) -> Broker:
-    """Start `name` on a free port; return once it answers a metadata request, or raise."""
+    """Start `name` on a free port; return once it answers a metadata request, or raise
+    (RuntimeError with the log tail; for apache, ApacheKafkaUnavailable naming `make kafka`
+    when Java or the cached broker is missing). RECALL_TEST_KAFKA_NODES=3 makes apache a
+    three-node cluster (replication factor 3, min.insync.replicas 2)."""
+    if name == "apache":
+        nodes = int(os.environ.get("RECALL_TEST_KAFKA_NODES") or 1)
+        cluster = start_cluster(work_dir / "apache", nodes)
+        return Broker(name, cluster.bootstrap, cluster.process, cluster.log_path, cluster)
     port = free_port()
     data_dir = work_dir / f"{name}-data"
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -123,7 +149,11 @@ def start_broker(name: str, work_dir: Path) -> Broker:
 
 
 def stop_broker(broker: Broker, *, grace_s: float = 5.0) -> None:
-    """SIGINT (noida ignores SIGTERM), then SIGKILL after `grace_s`."""
+    """SIGINT (noida ignores SIGTERM), then SIGKILL after `grace_s`; an Apache Kafka cluster:
+    SIGTERM (a controlled shutdown), then SIGKILL after 15 s."""
+    if broker.cluster is not None:
+        stop_cluster(broker.cluster)
+        return
     process = broker.process
     if process.poll() is not None:
         return

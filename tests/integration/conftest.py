@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from streams.settings import Settings
+from streams.core.settings import Settings
 from tests.integration.brokers import Broker, selected_brokers, start_broker, stop_broker
 from tests.integration.kafkaio import WorkerProcess, start_worker
 

@@ -115,7 +115,7 @@ async def read_documents(bootstrap: str, topic: str, *, expect: int, timeout_s: 
     """The documents of a documents topic, one Record per document (a topic record carries a
     session's documents as JSON lines): `key` is the document's key (`sessionId:seq`), `value`
     its line, `offset` its record's. Reads until `expect` distinct documents arrived."""
-    from streams.codec import decode_documents, document_key
+    from streams.runtime.kafka.codec import decode_documents, document_key
 
     def expand(records: list[Record]) -> list[Record]:
         out = []
@@ -178,7 +178,7 @@ async def commit_group(bootstrap: str, group: str, topic: str, ends: dict[int, i
 
 @dataclass
 class WorkerProcess:
-    """A `python -m streams.kafka.worker` subprocess and its log."""
+    """A `python -m streams.runtime.kafka.worker` subprocess and its log."""
 
     process: subprocess.Popen[bytes]
     log_path: Path
@@ -216,7 +216,7 @@ def worker_env(broker: Broker, settings_env: dict[str, Any]) -> dict[str, str]:
 def start_worker(broker: Broker, settings_env: dict[str, Any], log_path: Path,
                  roles: tuple[str, ...] = ()) -> WorkerProcess:
     role_args = [arg for role in roles for arg in ("--role", role)]
-    command = [sys.executable, "-m", "streams.kafka.worker", "--broker-flavor", broker.flavor,
+    command = [sys.executable, "-m", "streams.runtime.kafka.worker", "--broker-flavor", broker.flavor,
                "--loglevel", os.environ.get("RECALL_TEST_WORKER_LOGLEVEL", "warning"), *role_args]
     env = worker_env(broker, settings_env)
     return WorkerProcess(_spawn(command, env, log_path), log_path, command, env)
@@ -229,7 +229,7 @@ def _spawn(command: list[str], env: dict[str, str], log_path: Path) -> subproces
 
 
 async def _send_in_order(producer: Any, records: Iterable[tuple[str, dict[str, Any]]]) -> None:
-    from streams.codec import encode_event_value
+    from streams.runtime.kafka.codec import encode_event_value
 
     for sid, line in records:
         await producer.send(sid, encode_event_value(line))
@@ -238,9 +238,9 @@ async def _send_in_order(producer: Any, records: Iterable[tuple[str, dict[str, A
 
 def publish(recall: Any, records: Iterable[tuple[str, dict[str, Any]]]) -> None:
     """Produce (session id, header-or-event line) pairs to the events topic through the Kafka
-    client's producer (streams.kafka.producer.EventProducer: each session's consecutive lines
+    client's producer (streams.runtime.kafka.producer.EventProducer: each session's consecutive lines
     packed into segments), in order, as `recall ingest` does."""
-    from streams.kafka.query import run_sync
+    from streams.runtime.kafka.query import run_sync
 
     backend = recall.backend
     run_sync(backend.loop, _send_in_order(backend._producer_started(), list(records)), 60)

@@ -22,10 +22,10 @@ from aiokafka import AIOKafkaProducer
 from factories import header, user
 from starlette.testclient import TestClient
 
+from streams.core.settings import Settings
 from streams.facade import Recall
-from streams.settings import Settings
-from streams.topics import Topics
-from streams.ui.app import create_app
+from streams.faces.ui.app import create_app
+from streams.runtime.kafka.topics import Topics
 from tests.integration.kafkaio import WorkerProcess
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]

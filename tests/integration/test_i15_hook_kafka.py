@@ -15,8 +15,8 @@ import orjson
 import pytest
 from factories import header, user
 
+from streams.core.settings import Settings
 from streams.facade import Recall
-from streams.settings import Settings
 from tests.integration.kafkaio import WorkerProcess
 from tests.integration.test_i15_live_kafka import _until
 

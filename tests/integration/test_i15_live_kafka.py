@@ -22,8 +22,8 @@ from datadirs import SAMPLES
 from factories import header, user
 
 from projections.errors import RecallError
+from streams.core.settings import Settings
 from streams.facade import Recall
-from streams.settings import Settings
 from tests.integration.kafkaio import WorkerProcess
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]

@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 from starlette.testclient import TestClient
 
-from streams.demo import sample_dir
+from streams.core.settings import Settings
 from streams.facade import Recall
-from streams.settings import Settings
-from streams.ui.app import create_app
+from streams.faces.cli.demo import sample_dir
+from streams.faces.ui.app import create_app
 from tests.integration.kafkaio import WorkerProcess
 from tests.integration.test_kafka_contract import expected_counts, wait_indexed
 from tests.ui import corpus

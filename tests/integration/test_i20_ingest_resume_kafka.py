@@ -14,8 +14,8 @@ from typing import Any
 import orjson
 import pytest
 
+from streams.core.settings import Settings
 from streams.facade import Recall
-from streams.settings import Settings
 from tests.integration.kafkaio import WorkerProcess
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]

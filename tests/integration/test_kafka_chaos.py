@@ -16,10 +16,10 @@ from typing import Any
 import pytest
 from factories import fleet, write_fleet
 
-from streams.codec import decode_dead_letter
+from streams.core.settings import Settings
 from streams.facade import Recall
-from streams.settings import Settings
-from streams.topics import Topics, bootstrap_servers
+from streams.runtime.kafka.codec import decode_dead_letter
+from streams.runtime.kafka.topics import Topics, bootstrap_servers
 from tests.integration.kafkaio import WorkerProcess, indexed_shards, publish, read_topic
 from tests.integration.test_kafka_contract import wait_indexed
 

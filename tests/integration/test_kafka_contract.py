@@ -13,9 +13,9 @@ from click.testing import CliRunner
 from contract import answers, check_expectations, embedded_expectation
 
 from projections.errors import RecallError
-from streams.cli import main
+from streams.core.settings import Settings
 from streams.facade import Recall
-from streams.settings import Settings
+from streams.faces.cli.main import main
 from tests.integration.kafkaio import WorkerProcess
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]

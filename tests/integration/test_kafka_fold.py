@@ -22,9 +22,9 @@ from projections.errors import (
     INGEST_SEQ_GAP,
 )
 from projections.records import EventRecord, HeaderRecord
-from streams.codec import decode_dead_letter, decode_document
-from streams.settings import Settings
-from streams.topics import Topics, ensure_topics
+from streams.core.settings import Settings
+from streams.runtime.kafka.codec import decode_dead_letter, decode_document
+from streams.runtime.kafka.topics import Topics, ensure_topics
 from tests.integration.kafkaio import (
     Record,
     commit_group,

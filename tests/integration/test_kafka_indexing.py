@@ -12,11 +12,11 @@ from factories import assistant, header, user
 
 from indexer import IndexConfig, QueryService, ShardSet, shard_stats
 from indexer.digest import index_digest
-from streams.codec import pack_documents
-from streams.kafka.foldstep import FoldProcessor, Overlay
-from streams.kafka.indexing import GATHER_S, DocumentIndexer, position_source
-from streams.settings import Settings
-from streams.topics import Topics, ensure_topics
+from streams.core.settings import Settings
+from streams.runtime.kafka.codec import pack_documents
+from streams.runtime.kafka.foldstep import FoldProcessor, Overlay
+from streams.runtime.kafka.indexing import GATHER_S, DocumentIndexer, position_source
+from streams.runtime.kafka.topics import Topics, ensure_topics
 from tests.integration.kafkaio import produce, read_topic
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]

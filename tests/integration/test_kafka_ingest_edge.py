@@ -16,11 +16,11 @@ import zstandard
 from datadirs import dead_letters
 from factories import header, user
 
-from streams.codec import decode_dead_letter
+from streams.core.settings import Settings
 from streams.facade import EmbeddedBackend, Recall
-from streams.kafka.client import KafkaBackend
-from streams.settings import Settings
-from streams.topics import Topics, bootstrap_servers
+from streams.runtime.kafka.client import KafkaBackend
+from streams.runtime.kafka.codec import decode_dead_letter
+from streams.runtime.kafka.topics import Topics, bootstrap_servers
 from tests.integration.kafkaio import read_topic
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]

@@ -21,12 +21,12 @@ from contract import answers, embedded_expectation
 from factories import fleet, header, user, write_fleet
 
 from projections.errors import RecallError
-from streams.codec import split_segment
+from streams.core.settings import Settings
 from streams.facade import Recall
-from streams.kafka.fleet import read_lineup
-from streams.kafka.foldstep import position_key
-from streams.settings import Settings
-from streams.topics import Topics, bootstrap_servers, ensure_topics
+from streams.runtime.kafka.codec import split_segment
+from streams.runtime.kafka.fleet import read_lineup
+from streams.runtime.kafka.foldstep import position_key
+from streams.runtime.kafka.topics import Topics, bootstrap_servers, ensure_topics
 from tests.integration.kafkaio import (
     REPO,
     WorkerProcess,
@@ -302,7 +302,7 @@ def test_a_job_waits_for_the_end_of_the_log_not_the_end_listoffsets_reports(
     """The index wait before a swap: the group must have committed the log's real end. Found by
     the 200k-event bench on tansu, where the job swapped generations while the index of the
     new one still lacked the last records (queries answered from an incomplete generation)."""
-    from streams.kafka.rebuild import JobStalled, wait_caught_up
+    from streams.runtime.kafka.rebuild import JobStalled, wait_caught_up
     from tests.integration.kafkaio import commit_group
 
     bootstrap = bootstrap_servers(str(settings.broker))
@@ -327,8 +327,8 @@ def test_the_reindex_fold_reads_to_the_end_of_the_log_not_the_end_listoffsets_re
     """One event per record, all in one producer batch larger than a job fetch: the reindex
     fold reads on until a fetch finds nothing, so it folds every line (it stopped after the
     first fetch on tansu, whose reported end lay inside that batch)."""
-    from streams.codec import encode_event_value
-    from streams.kafka.rebuild import BATCH_MAX, fold_generation
+    from streams.runtime.kafka.codec import encode_event_value
+    from streams.runtime.kafka.rebuild import BATCH_MAX, fold_generation
 
     bootstrap = bootstrap_servers(str(settings.broker))
     topics = Topics.of(settings, 2)
@@ -349,7 +349,7 @@ def test_a_resumed_build_reads_its_whole_fold_table_back_from_the_changelog(
     """A resumed reindex reads the fold table it had written back from the changelog, whole:
     written in large batches (on tansu ListOffsets then reports the last batch's base offset
     + 1), with a tombstone and a rewrite after."""
-    from streams.kafka.rebuild import _read_table
+    from streams.runtime.kafka.rebuild import _read_table
 
     bootstrap = bootstrap_servers(str(settings.broker))
     topics = Topics.of(settings, 2)

@@ -13,9 +13,9 @@ import orjson
 import pytest
 from secretcorpus import planted_secrets, secret_fragments, secret_sessions, write_sessions
 
+from streams.core.settings import Settings
 from streams.facade import Recall
-from streams.settings import Settings
-from streams.topics import Topics
+from streams.runtime.kafka.topics import Topics
 from tests.integration.kafkaio import WorkerProcess, read_documents, read_topic
 from tests.integration.test_kafka_contract import expected_counts, wait_indexed
 

@@ -1,4 +1,4 @@
-"""Integration: a retried request (streams.kafka.rpc) is one request sent again — the first reply
+"""Integration: a retried request (streams.runtime.kafka.rpc) is one request sent again — the first reply
 answers it and a worker that took it skips the copies, so a slow operation is neither cut off at
 a hop nor computed once per attempt."""
 
@@ -11,10 +11,10 @@ from collections import Counter
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from streams.codec import decode_request, encode_reply, ok_reply
-from streams.kafka.rpc import FirstSight, Requester, parse_reply_to
-from streams.settings import Settings
-from streams.topics import Topics, bootstrap_servers, ensure_topics
+from streams.core.settings import Settings
+from streams.runtime.kafka.codec import decode_request, encode_reply, ok_reply
+from streams.runtime.kafka.rpc import FirstSight, Requester, parse_reply_to
+from streams.runtime.kafka.topics import Topics, bootstrap_servers, ensure_topics
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
 

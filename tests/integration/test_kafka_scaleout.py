@@ -13,9 +13,9 @@ import pytest
 from contract import answers, embedded_expectation
 from factories import header, user
 
+from streams.core.settings import Settings
 from streams.facade import Recall
-from streams.settings import Settings
-from streams.topics import Topics
+from streams.runtime.kafka.topics import Topics
 from tests.integration.kafkaio import WorkerProcess, indexed_shards, publish
 from tests.integration.test_kafka_contract import expected_counts, wait_indexed
 

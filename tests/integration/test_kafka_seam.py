@@ -1,4 +1,4 @@
-"""Integration: the contract of streams.kafka.seam, checked against the installed faust and
+"""Integration: the contract of streams.runtime.kafka.seam, checked against the installed faust and
 aiokafka and the real brokers. A library upgrade that moves what the seam relies on fails here
 (or in `install()` itself, which looks every patched attribute up when it is imported).
 
@@ -25,10 +25,10 @@ from faust.tables.manager import TableManager
 from faust.transport import consumer as faust_consumer
 from faust.transport.drivers import aiokafka as faust_aiokafka
 
-from streams.app import build_app
-from streams.kafka import seam
-from streams.settings import Settings
-from streams.topics import Topics, ensure_topics
+from streams.core.settings import Settings
+from streams.runtime.kafka import seam
+from streams.runtime.kafka.app import build_app
+from streams.runtime.kafka.topics import Topics, ensure_topics
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
 

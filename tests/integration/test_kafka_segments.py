@@ -14,10 +14,10 @@ import pytest
 from factories import fleet, header, user, write_fleet
 
 from projections.errors import INGEST_MALFORMED_JSON, INGEST_SCHEMA_VIOLATION
-from streams.codec import decode_dead_letter, encode_segment
+from streams.core.settings import Settings
 from streams.facade import Recall
-from streams.settings import Settings
-from streams.topics import Topics, ensure_topics
+from streams.runtime.kafka.codec import decode_dead_letter, encode_segment
+from streams.runtime.kafka.topics import Topics, ensure_topics
 from tests.integration.kafkaio import WorkerProcess, produce, read_topic
 from tests.integration.test_kafka_contract import wait_indexed
 

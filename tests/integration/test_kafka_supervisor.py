@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 from factories import header, user
 
+from streams.core.settings import Settings
 from streams.facade import Recall
-from streams.kafka.fleet import Lineup, publish_lineup
-from streams.settings import Settings
-from streams.topics import bootstrap_servers
+from streams.runtime.kafka.fleet import Lineup, publish_lineup
+from streams.runtime.kafka.topics import bootstrap_servers
 from tests.integration.kafkaio import WorkerProcess, publish
 from tests.integration.test_kafka_contract import wait_indexed
 

@@ -48,7 +48,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
 def test_the_installed_packages_come_from_the_wheel_not_the_source_tree(
         installed: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
     bin_dir, env = installed
-    code = ("import json, streams, streams.importers, streams.kafka.worker, streams.mcp.server, "
+    code = ("import json, streams, streams.ingest.importers, streams.runtime.kafka.worker, streams.faces.mcp.server, "
             "indexer, projections, pathlib; "
             "print(json.dumps({'file': streams.__file__, 'samples': sorted(p.name for p in "
             "(pathlib.Path(streams.__file__).parent / 'samples').glob('*.jsonl'))}))")

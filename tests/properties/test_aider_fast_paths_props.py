@@ -17,7 +17,13 @@ from hypothesis import strategies as st
 
 from projections.events import SURFACE_TYPES, parse_event
 from projections.fold import fold_surface
-from streams.importers.aider import _blocks, _hash_kind, _strip_text, import_aider, resume_aider
+from streams.ingest.importers.aider import (
+    _blocks,
+    _hash_kind,
+    _strip_text,
+    import_aider,
+    resume_aider,
+)
 
 _OUTPUT_MARK = re.compile(r"^> ?", re.MULTILINE)
 _PROMPT_MARK = re.compile(r"^#### ?", re.MULTILINE)

@@ -11,7 +11,7 @@ import pytest
 from click.testing import CliRunner
 from datadirs import SAMPLES, recall_cmd, recall_env
 
-from streams.cli import main
+from streams.faces.cli.main import main
 
 FF = "\udcff"  # how Python hands over an argv byte 0xff that is not UTF-8
 

@@ -8,7 +8,7 @@ import ast
 import re
 from pathlib import Path
 
-from streams.settings import Settings
+from streams.core.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
 CODE = re.compile(r"(INGEST|RECALL|SESSION_QUERY|SESSION_REFERENCE|STREAM)_[A-Z0-9_]+\Z")

@@ -13,7 +13,7 @@ import pytest
 from click.testing import CliRunner
 from datadirs import SAMPLES, index_digest
 
-from streams.cli import main
+from streams.faces.cli.main import main
 
 
 def cli(data: Path, *args: str) -> tuple[int, object]:

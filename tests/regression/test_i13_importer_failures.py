@@ -88,8 +88,8 @@ def test_an_importer_that_raises_parks_its_file_whole(tmp_path: Path) -> None:
 
 
 def _open(data: Path, importer: Any) -> Recall:
+    from streams.core.settings import load_settings
     from streams.facade import EmbeddedBackend
-    from streams.settings import load_settings
 
     settings = load_settings(data_dir=data)
     detect = lambda path, head: "codex" if path.name == "a.jsonl" else None  # noqa: E731

@@ -33,7 +33,7 @@ def recall(tmp_path_factory: pytest.TempPathFactory) -> Any:
 
 def _caller_cwd(recall: Any, monkeypatch: pytest.MonkeyPatch, session: str,
                 root: str | None) -> str | None:
-    from streams.mcp import server
+    from streams.faces.mcp import server
 
     async def declared(ctx: Any) -> str | None:
         return root
@@ -54,7 +54,7 @@ def test_a_root_other_than_the_callers_header_cwd_is_ignored(
 
 
 def test_absurd_timestamp_fractions_are_validation_errors(recall: Any) -> None:
-    from streams.mcp import Caller, SessionTools
+    from streams.faces.mcp import Caller, SessionTools
 
     tools = SessionTools(recall)
     for fraction in ("1" * 10_000, "5" * 65):

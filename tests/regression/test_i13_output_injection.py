@@ -11,8 +11,8 @@ import orjson
 from click.testing import CliRunner
 from factories import header, user
 
-from streams.cli import main
 from streams.facade import Recall
+from streams.faces.cli.main import main
 
 ESC = "\x1b"
 HOSTILE = [
@@ -54,7 +54,7 @@ def test_cli_prints_hostile_metadata_as_data(tmp_path: Path) -> None:
 
 
 def test_mcp_session_search_text_cannot_be_forged(tmp_path: Path) -> None:
-    from streams.mcp import Caller, SessionTools
+    from streams.faces.mcp import Caller, SessionTools
 
     data = _corpus(tmp_path)
     with Recall.open(data) as recall:

@@ -11,8 +11,8 @@ import orjson
 from click.testing import CliRunner
 from factories import header, user
 
-from streams.cli import main
 from streams.facade import Recall
+from streams.faces.cli.main import main
 
 
 def _log(path: Path, sid: str, text: str) -> Path:

@@ -21,7 +21,7 @@ LINE = 256 << 20
 #: parent's pages that rusage of a child would include).
 PEAK = """
 import sys
-from streams.cli import main
+from streams.faces.cli.main import main
 out = sys.argv.pop(1)
 try:
     main()

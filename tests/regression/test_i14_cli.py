@@ -15,9 +15,10 @@ from factories import assistant, checkpoint, header, log_only, user
 from rich.console import Console
 
 from indexer.filters import cwd_tree_bounds
-from streams import cli, views
-from streams.cli import main
-from streams.progress import ingest_progress
+from streams.faces import views
+from streams.faces.cli import main as cli
+from streams.faces.cli.main import main
+from streams.faces.cli.progress import ingest_progress
 
 LONG = "s-" + "x" * 150  # longer than any terminal line
 LONG_CWD = "/w/app/" + "deep/" * 30

@@ -183,7 +183,7 @@ def test_titles_are_shortened_on_a_word_boundary() -> None:
 def test_sessions_cli_json_and_piped_lines(tmp_path: Path) -> None:
     from click.testing import CliRunner
 
-    from streams.cli import main
+    from streams.faces.cli.main import main
 
     older, newer = _claude_pair(tmp_path)
     env = {"RECALL_DATA_DIR": str(tmp_path / "data")}

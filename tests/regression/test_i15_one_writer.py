@@ -12,8 +12,8 @@ from datadirs import REALDATA, SAMPLES, dead_letters, recall_cmd
 
 from projections import model_transcript
 from projections.errors import RecallError
+from streams.core.store import session_file_name
 from streams.facade import Recall
-from streams.store import session_file_name
 
 CLAUDE = REALDATA / "claude-code-2.1.14-compaction.jsonl"
 

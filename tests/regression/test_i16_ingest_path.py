@@ -208,8 +208,8 @@ def test_bulk_mode_nests_with_a_writer_thread_and_restores_the_thresholds(
 @pytest.mark.parametrize(("role", "bulk"), [("fold", True), ("index", True), ("query", False)])
 def test_the_fold_and_index_roles_run_with_the_bulk_gc_thresholds(
         monkeypatch: pytest.MonkeyPatch, role: str, bulk: bool) -> None:
-    from streams.kafka import worker
-    from streams.settings import Settings
+    from streams.core.settings import Settings
+    from streams.runtime.kafka import worker
 
     seen: list[tuple[int, int, int]] = []
     monkeypatch.setattr(worker, "_run_fold", lambda *a, **k: seen.append(gc.get_threshold()))

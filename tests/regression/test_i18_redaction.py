@@ -19,10 +19,10 @@ from datadirs import recall_cmd, recall_env
 from secretcorpus import planted_secrets, secret_fragments, secret_sessions, write_sessions
 
 from indexer.maintenance import redaction_totals, shard_stats
+from streams.core.settings import Settings
+from streams.core.store import session_file_name
 from streams.facade import Recall
-from streams.mcp import Caller, SessionTools
-from streams.settings import Settings
-from streams.store import session_file_name
+from streams.faces.mcp import Caller, SessionTools
 
 PLANTED = planted_secrets()
 FRAGMENTS = sorted({f for p in PLANTED for f in secret_fragments(p.value)})

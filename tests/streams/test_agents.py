@@ -10,11 +10,11 @@ from aiokafka.consumer.fetcher import Fetcher
 from faust.transport import consumer as faust_consumer
 from faust.types import TP
 
-from streams.app import build_app
-from streams.kafka import seam
-from streams.kafka.folding import Fold
-from streams.settings import Settings
-from streams.topics import FOLD_TABLE, Topics
+from streams.core.settings import Settings
+from streams.runtime.kafka import seam
+from streams.runtime.kafka.app import build_app
+from streams.runtime.kafka.folding import Fold
+from streams.runtime.kafka.topics import FOLD_TABLE, Topics
 
 SETTINGS = Settings(broker="kafka://127.0.0.1:9", shards=4, topic_prefix="unit")
 

@@ -9,7 +9,7 @@ import orjson
 import pytest
 from click.testing import CliRunner
 
-from streams.cli import main
+from streams.faces.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -134,7 +134,7 @@ def test_mcp_without_its_extra_says_what_to_install(tmp_path: Path,
     import sys
 
     monkeypatch.setitem(sys.modules, "mcp", None)  # import mcp → ModuleNotFoundError
-    for name in [m for m in sys.modules if m.startswith("streams.mcp")]:
+    for name in [m for m in sys.modules if m.startswith("streams.faces.mcp")]:
         monkeypatch.delitem(sys.modules, name)
     result = CliRunner().invoke(main, ["--data-dir", str(tmp_path / "d"), "mcp"])
     assert result.exit_code == 1, result.output

@@ -1,4 +1,4 @@
-"""Unit: streams.codec, the bytes⇄model boundary."""
+"""Unit: streams.runtime.kafka.codec, the bytes⇄model boundary."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from projections.errors import (
 from projections.fold import Replacement
 from projections.records import EventRecord, HeaderRecord
 from projections.surfaces import Surface
-from streams.codec import (
+from streams.runtime.kafka.codec import (
     DeadLetter,
     DecodedEvents,
     DecodedHeader,

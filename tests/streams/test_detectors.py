@@ -15,15 +15,15 @@ from secretcorpus import code_corpus, planted_secrets
 
 from projections.errors import ConfigError
 from projections.redaction import NO_REDACTION, Redactor, marker
-from streams.detectors import (
+from streams.core.detectors import (
     agent_log_rules,
     build_redactor,
     default_redactor,
     library_rules,
     make_redactor,
 )
-from streams.importers import IMPORTERS, detect_format
-from streams.settings import Settings
+from streams.core.settings import Settings
+from streams.ingest.importers import IMPORTERS, detect_format
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 REDACTOR = default_redactor()

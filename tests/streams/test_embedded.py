@@ -12,8 +12,8 @@ import orjson
 from factories import assistant, checkpoint, header, log_only, tool_result, user
 
 from projections.fold import SurfaceState, apply
+from streams.core.store import SessionStore, session_file_name
 from streams.facade import Recall
-from streams.store import SessionStore, session_file_name
 
 
 def test_ingest_samples_and_search_finds_shadowed_stack_trace(recall: Recall,

@@ -1,4 +1,4 @@
-"""Unit: streams.kafka.foldstep, the per-record decisions of the Kafka fold agent (a dict as table)."""
+"""Unit: streams.runtime.kafka.foldstep, the per-record decisions of the Kafka fold agent (a dict as table)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from projections.errors import (
 from projections.fold import SurfaceState, fold_surface
 from projections.records import EventRecord, HeaderRecord, fold_records
 from projections.redaction import KeyRule, Redactor, Rule
-from streams.kafka.foldstep import (
+from streams.runtime.kafka.foldstep import (
     DIGEST_WINDOW,
     SEP,
     FoldOutcome,

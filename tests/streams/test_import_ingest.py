@@ -8,7 +8,7 @@ from pathlib import Path
 import orjson
 from click.testing import CliRunner
 
-from streams.cli import main
+from streams.faces.cli.main import main
 
 REALDATA = Path(__file__).resolve().parents[1] / "data" / "realdata"
 

@@ -1,4 +1,4 @@
-"""The job lease of streams.kafka.rebuild: renewed in the background, handed back on release."""
+"""The job lease of streams.runtime.kafka.rebuild: renewed in the background, handed back on release."""
 
 from __future__ import annotations
 
@@ -8,8 +8,8 @@ import threading
 
 import pytest
 
-from streams.kafka import rebuild
-from streams.kafka.fleet import Lineup
+from streams.runtime.kafka import rebuild
+from streams.runtime.kafka.fleet import Lineup
 
 
 def test_release_during_a_renewal_whose_client_swallows_cancellation_returns(

@@ -1,11 +1,11 @@
-"""Unit: streams.kafka.partitions.ReadPositions — every consumer loop reads each partition in
+"""Unit: streams.runtime.kafka.partitions.ReadPositions — every consumer loop reads each partition in
 offset order from the position its own state recorded."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from streams.kafka.partitions import ReadPositions
+from streams.runtime.kafka.partitions import ReadPositions
 
 
 @dataclass(frozen=True)

@@ -14,8 +14,8 @@ from projections import fold_surface, model_transcript
 from projections.errors import SessionReferenceError
 from projections.mentions import format_mention
 from projections.snapshot import PROMPT_PREFIX, PROMPT_SUFFIX
+from streams.core.store import session_file_name
 from streams.facade import Recall
-from streams.store import session_file_name
 
 
 @pytest.fixture

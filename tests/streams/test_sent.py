@@ -1,4 +1,4 @@
-"""What each file published over Kafka (streams/sent.py): one record per data dir shared under
+"""What each file published over Kafka (streams/runtime/kafka/sent.py): one record per data dir shared under
 the writer lock, and a new import of a file reduced to what the embedded store would add."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ from typing import Any
 import orjson
 import pytest
 
-from streams.importers import IMPORTERS
-from streams.importers.documents import extend_events
-from streams.sent import STATE_FILE, SentFiles, fresh_records, target_of
+from streams.ingest.importers import IMPORTERS
+from streams.ingest.importers.documents import extend_events
+from streams.runtime.kafka.sent import STATE_FILE, SentFiles, fresh_records, target_of
 
 AGENTS = Path(__file__).resolve().parents[1] / "data" / "agents"
 GEMINI = "gemini-cli-0.34/session-2026-03-18T01-46-50316244.json"

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from streams.embedded import index_config
-from streams.settings import Settings
+from streams.core.settings import Settings
+from streams.runtime.embedded.runtime import index_config
 
 
 def test_the_lowest_accepted_settings_make_a_valid_index_config(tmp_path: Path) -> None:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from streams.kafka import supervisor as sv
+from streams.runtime.kafka import supervisor as sv
 
 #: A process that waits (a role), and one that waits for its handoff line first (a standby).
 ROLE = [sys.executable, "-c", "import time; time.sleep(60)"]

@@ -1,13 +1,13 @@
-"""Unit: streams.topics names, configs and broker-URL parsing (ensure_topics runs in integration)."""
+"""Unit: streams.runtime.kafka.topics names, configs and broker-URL parsing (ensure_topics runs in integration)."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from streams.kafka.fleet import Lineup
-from streams.kafka.membership import instance_id
-from streams.settings import Settings
-from streams.topics import Topics, bootstrap_servers
+from streams.core.settings import Settings
+from streams.runtime.kafka.fleet import Lineup
+from streams.runtime.kafka.membership import instance_id
+from streams.runtime.kafka.topics import Topics, bootstrap_servers
 
 
 def test_names_follow_the_prefix_and_partitions_the_shards() -> None:

@@ -8,8 +8,8 @@ from typing import Any
 
 import orjson
 
-from streams.demo import sample_dir
 from streams.facade import Recall
+from streams.faces.cli.demo import sample_dir
 
 HOSTILE_SESSION = "hostile-2025-12-02"
 CJK_SESSION = "cjk-2025-12-03"

@@ -20,11 +20,11 @@ from click.testing import CliRunner
 from starlette.testclient import TestClient
 
 from projections.errors import RecallError
-from streams.cli import main
 from streams.facade import Recall
-from streams.ui import pages
-from streams.ui.app import TOKEN_COOKIE, create_app, session_url
-from streams.uicli import require_extra
+from streams.faces.cli.main import main
+from streams.faces.cli.ui import require_extra
+from streams.faces.ui import pages
+from streams.faces.ui.app import TOKEN_COOKIE, create_app, session_url
 from tests.ui import corpus
 
 LOCAL = "http://127.0.0.1"

@@ -11,7 +11,7 @@ import orjson
 
 from projections import classify_surfaces, fold_surface
 from projections.logformat import dump_log, parse_log
-from streams.importers import ImportedSession
+from streams.ingest.importers import ImportedSession
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "realdata"
 CC_1098 = "claude-code-1.0.98-sidechains.jsonl"

@@ -6,7 +6,7 @@ import pytest
 
 from projections.errors import INGEST_SCHEMA_VIOLATION
 from projections.events import MAX_SAFE_INTEGER
-from streams.importers.common import Emitter, SourceLine, feed_each
+from streams.ingest.importers.common import Emitter, SourceLine, feed_each
 
 
 def _line(number: int) -> SourceLine:

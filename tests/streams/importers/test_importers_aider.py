@@ -11,9 +11,9 @@ from click.testing import CliRunner
 from importer_support import AIDER, agent, assert_steps_announced, assert_valid_log, by_type
 
 from projections import extract_text
-from streams.cli import main
-from streams.importers import ImportedSession, detect_format
-from streams.importers.aider import import_aider, resume_aider
+from streams.faces.cli.main import main
+from streams.ingest.importers import ImportedSession, detect_format
+from streams.ingest.importers.aider import import_aider, resume_aider
 
 SOURCE = "/home/dev/afi-core/.aider.chat.history.md"
 
@@ -207,7 +207,7 @@ def test_the_kafka_ingest_publishes_each_line_once(tmp_path: Path) -> None:
     grown history resumes after the lines published before (a run cut by a read goes out as
     the first part, then the rest) and an unchanged one publishes nothing. (The edge holds a
     partial last line back; publishing itself is the Kafka suite's.)"""
-    from streams.sent import fresh_records
+    from streams.runtime.kafka.sent import fresh_records
 
     data = agent(AIDER)
     seen: dict[str, Any] = {}

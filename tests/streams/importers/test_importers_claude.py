@@ -27,8 +27,8 @@ from projections.errors import (
     INGEST_MALFORMED_JSON,
     INGEST_SCHEMA_VIOLATION,
 )
-from streams.importers import ImportedSession, import_claude_code
-from streams.importers.claude_compaction import CLEARED
+from streams.ingest.importers import ImportedSession, import_claude_code
+from streams.ingest.importers.claude_compaction import CLEARED
 
 MAIN_1098 = "claude-code:fe5e1c67-53e7-4862-81ae-d0e013e3270b"
 

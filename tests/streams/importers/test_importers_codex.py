@@ -21,7 +21,7 @@ from importer_support import (
 
 from projections import extract_text, fold_surface
 from projections.errors import INGEST_MALFORMED_JSON, INGEST_SCHEMA_VIOLATION
-from streams.importers import ImportedSession, import_codex
+from streams.ingest.importers import ImportedSession, import_codex
 
 PARENT = "019ddb75-a272-7d50-b41d-90017f500b5a"
 CHILD = "019ddb90-9933-7461-ad38-875618e21ac6"  # new_thread_id of the excerpt's spawn event

@@ -18,9 +18,9 @@ from importer_support import (
 )
 
 from projections import extract_text, fold_surface
-from streams.importers import detect_format
-from streams.importers.copilot_cli import import_copilot_cli
-from streams.importers.copilot_legacy import import_copilot_legacy
+from streams.ingest.importers import detect_format
+from streams.ingest.importers.copilot_cli import import_copilot_cli
+from streams.ingest.importers.copilot_legacy import import_copilot_legacy
 
 SOURCE = "/h/.copilot/session-state/{}/events.jsonl"
 

@@ -6,7 +6,7 @@ import pytest
 import zstandard
 from importer_support import CC_215, CC_1098, CC_2114, CODEX, load
 
-from streams.importers import detect_format
+from streams.ingest.importers import detect_format
 
 
 @pytest.mark.parametrize(("name", "expected"), [

@@ -24,8 +24,8 @@ from importer_support import (
 )
 
 from projections import extract_text
-from streams.importers import IMPORTERS, detect_format
-from streams.importers.gemini_cli import import_gemini_document, import_gemini_jsonl
+from streams.ingest.importers import IMPORTERS, detect_format
+from streams.ingest.importers.gemini_cli import import_gemini_document, import_gemini_jsonl
 
 MAIN_ID = "gemini-cli:50316244-145e-46cb-b42b-db11410ad87a"
 

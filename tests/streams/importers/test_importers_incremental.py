@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from importer_support import CC_215, CC_1098, CC_2114, CODEX, Importer, load
 
-from streams.importers import (
+from streams.ingest.importers import (
     IMPORTERS,
     classify_change,
     import_claude_code,

@@ -31,10 +31,10 @@ from importer_support import (
     to_bytes,
 )
 
-from streams.cli import main
 from streams.facade import Recall
-from streams.importers import default_locations
-from streams.mcp import Caller, SessionTools
+from streams.faces.cli.main import main
+from streams.faces.mcp import Caller, SessionTools
+from streams.ingest.importers import default_locations
 
 
 def run(data: Path, *args: str) -> Any:

@@ -32,7 +32,7 @@ from importer_support import (
     load,
 )
 
-from streams.importers import IMPORTERS, ImportedSession
+from streams.ingest.importers import IMPORTERS, ImportedSession
 
 EXAMPLES = int(os.environ.get("RECALL_FUZZ_EXAMPLES", "50"))
 FUZZ = settings(max_examples=EXAMPLES, deadline=None, derandomize=True,

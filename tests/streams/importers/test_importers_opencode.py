@@ -22,9 +22,9 @@ from importer_support import (
 )
 
 from projections import extract_text, fold_surface
-from streams.importers import IMPORTERS, detect_format
-from streams.importers.documents import extend_events
-from streams.importers.opencode import import_opencode
+from streams.ingest.importers import IMPORTERS, detect_format
+from streams.ingest.importers.documents import extend_events
+from streams.ingest.importers.opencode import import_opencode
 
 
 def _one(doc: dict[str, Any] | bytes, name: str = "/x/ses_a.json") -> Any:

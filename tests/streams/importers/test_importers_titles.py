@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from importer_support import AGENTS, DATA, by_type
 
-from streams.importers import IMPORTERS, ImportedSession, detect_format
+from streams.ingest.importers import IMPORTERS, ImportedSession, detect_format
 
 #: file → [(session id suffix, agent title or None, first prompt's start or None)]
 EXPECTED: dict[str, list[tuple[str, str | None, str | None]]] = {
@@ -127,7 +127,7 @@ def test_imports_are_the_same_in_every_process() -> None:
     script = (
         "import hashlib, orjson, sys\n"
         "from pathlib import Path\n"
-        "from streams.importers import IMPORTERS, detect_format\n"
+        "from streams.ingest.importers import IMPORTERS, detect_format\n"
         "h = hashlib.blake2b()\n"
         "for name in sys.argv[1:]:\n"
         "    data = Path(name).read_bytes()\n"

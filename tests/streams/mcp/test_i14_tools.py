@@ -13,8 +13,8 @@ from conftest import build_data_dir
 from mcp_corpus import ALPHA
 
 from streams.facade import Recall
-from streams.mcp import Caller, SessionTools
-from streams.mcp.args import MAX_SAFE_INTEGER, SPECS
+from streams.faces.mcp import Caller, SessionTools
+from streams.faces.mcp.args import MAX_SAFE_INTEGER, SPECS
 
 ME = Caller("alpha-root", ALPHA)
 UNAUTHORIZED = "Error: session target is outside the caller workspace"

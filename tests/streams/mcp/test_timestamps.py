@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from streams.mcp.errors import ToolError
-from streams.mcp.timestamps import iso_utc, parse_instant, range_bounds
+from streams.faces.mcp.errors import ToolError
+from streams.faces.mcp.timestamps import iso_utc, parse_instant, range_bounds
 
 T = 1_764_000_000_000  # 2025-11-24T16:00:00.000Z
 

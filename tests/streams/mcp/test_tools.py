@@ -11,7 +11,7 @@ from mcp_corpus import ALPHA, simple
 
 from projections.errors import SessionQueryError
 from streams.facade import Recall
-from streams.mcp import Caller, SessionTools
+from streams.faces.mcp import Caller, SessionTools
 
 ME = Caller("alpha-root", ALPHA)
 

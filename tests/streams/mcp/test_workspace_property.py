@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from mcp_corpus import header, log_only, message
 
 from streams.facade import Recall
-from streams.mcp import Caller, SessionTools
+from streams.faces.mcp import Caller, SessionTools
 
 WORKSPACES = ["/w/a", "/w/b", "/w/a", "/w/b", "/w/c", None]  # repeats: more overlap
 # Equal-length ids: no id can occur inside another, so a substring check is exact.

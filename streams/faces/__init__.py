@@ -1,0 +1,1 @@
+"""Faces: the CLI, the MCP server and the web pages, each reaching the system through the facade."""

@@ -1,0 +1,1 @@
+"""Face for people and scripts: the `recall` command."""

@@ -1,0 +1,130 @@
+"""Entry points for live agents: `recall watch` (follow growing logs) and `recall hook` (an
+agent's hook ingests its own transcript at once)."""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+import orjson
+from rich.live import Live
+from rich.text import Text
+
+from streams.core.settings import Settings
+from streams.faces.cli.main import SafePath, err_console, json_option, open_recall, say
+from streams.faces.textsafe import visible
+from streams.ingest.importers import FORMAT_NAMES
+from streams.ingest.watch import Sink, Watcher, default_roots, watch_lock
+
+
+def _sink(recall: Any, settings: Settings) -> Sink:
+    """Embedded: the ingest itself. Kafka: its ingest too, which publishes only what is new
+    per file (shipper.json under the data dir's writer lock, streams/runtime/kafka/sent.py)."""
+    return recall  # type: ignore[no-any-return]
+
+
+def _printer(as_lines: bool) -> Any:
+    def emit(event: dict[str, Any]) -> None:
+        if as_lines:
+            sys.stdout.write(orjson.dumps({"at": int(time.time() * 1000), **event}).decode()
+                             + "\n")
+            sys.stdout.flush()
+        elif event["event"] in ("rewritten", "error", "unreadable"):
+            what = event.get("source") or event.get("message") or ""
+            err_console.print(Text.assemble((f"{event['event']}: ", "yellow"), visible(what)),
+                              soft_wrap=True)
+        elif event["event"] == "started":
+            err_console.print(Text(f"recall watch: {event['files']} files under "
+                                   f"{len(event['roots'])} folders"), soft_wrap=True)
+    return emit
+
+
+@click.command("watch")
+@click.argument("paths", nargs=-1, type=SafePath(path_type=Path))
+@click.option("--agent", "agents", multiple=True, type=click.Choice(FORMAT_NAMES),
+              help="Without PATHs: watch only these agents' default folders.")
+@click.option("--debounce-ms", type=click.IntRange(min=10, max=60_000), default=200,
+              show_default=True, help="Longest wait that groups changes into one batch.")
+@json_option
+@click.pass_context
+def watch(ctx: click.Context, paths: Sequence[Path], agents: Sequence[str], debounce_ms: int,
+          as_json: bool) -> None:
+    """Follow agents' log files as they grow and make each new line searchable.
+
+    \b
+    Without PATHs: every supported agent's default folders (RECALL_WATCH_PATHS, separated by
+    ':', overrides them). Embedded by default; with RECALL_BROKER it publishes to the events
+    topic (the fleet shipper). One watcher per data dir; Ctrl-C or SIGTERM stops it cleanly.
+    JSON event lines on stdout with --json or when piped, a status line in a terminal.
+    """
+    settings: Settings = ctx.obj
+    roots = list(paths) or default_roots(agents=agents)
+    as_lines = as_json or not sys.stdout.isatty()
+    with watch_lock(Path(settings.data_dir)), open_recall(ctx) as recall:
+        watcher = Watcher(_sink(recall, settings), roots, _printer(as_lines),
+                          debounce_ms=debounce_ms)
+        watcher.stop_on_signals()
+        if as_lines or not err_console.is_terminal:
+            watcher.run()
+            return
+        with Live(Text("recall watch: starting"), console=err_console,
+                  refresh_per_second=1, transient=False) as live:
+            def refresh() -> None:
+                while not watcher.stop.wait(1.0):
+                    live.update(Text(watcher.status.line(time.monotonic())))
+
+            import threading
+
+            threading.Thread(target=refresh, daemon=True).start()
+            watcher.run()
+            live.update(Text(watcher.status.line(time.monotonic())))
+    say(f"stopped: {watcher.status.events} events in {watcher.status.batches} batches")
+
+
+@click.command("hook", context_settings={"ignore_unknown_options": True})
+@click.argument("payload", nargs=-1)
+@click.option("--lock-timeout-s", type=click.FloatRange(min=0), default=10.0, show_default=True,
+              help="Longest wait for another writer; then the watcher or the next hook ingests.")
+@click.option("--verbose", is_flag=True, help="Print what happened on stderr.")
+@click.pass_context
+def hook(ctx: click.Context, payload: Sequence[str], lock_timeout_s: float,
+         verbose: bool) -> None:
+    """Ingest the running session's transcript now, from an agent's hook.
+
+    \b
+    Claude Code: a command hook (JSON payload on stdin) on SessionStart, Stop, PreCompact and
+    SessionEnd. Codex: `notify = ["recall", "hook"]` (the JSON payload is the last argument).
+    Records the session's transcript path for `recall mcp`; always exits 0, logs errors to
+    <data dir>/log/recall.log, prints nothing on stdout.
+    """
+    from streams.core.errorlog import as_recall_error, log_exception
+    from streams.ingest.hook import parse_payload, record, transcript_files
+    from streams.runtime.embedded.runtime import open_data_dir
+
+    settings: Settings = ctx.obj
+    data_dir = Path(settings.data_dir)
+    result: dict[str, Any] = {}
+    try:
+        stdin = b"" if payload else sys.stdin.buffer.read()
+        parsed = parse_payload(stdin, tuple(payload))
+        result = {"sessionId": parsed.session_id, "event": parsed.event,
+                  "transcriptPath": str(parsed.transcript) if parsed.transcript else None}
+        record(open_data_dir(data_dir), parsed)
+        if parsed.transcript is not None and parsed.transcript.is_file():
+            ctx.obj = settings.model_copy(
+                update={"lock_timeout_s": min(settings.lock_timeout_s, lock_timeout_s)})
+            with open_recall(ctx) as recall:
+                # over Kafka, the shipper: only what neither a watcher nor an earlier hook sent
+                report = _sink(recall, ctx.obj).ingest(
+                    transcript_files(parsed.transcript)).to_json()
+            result.update(eventsAdded=report["eventsAdded"], parkedLines=report["parkedLines"])
+    except Exception as exc:  # a hook must never fail the agent: log, say, exit 0
+        error = as_recall_error(exc, data_dir)
+        log_exception(exc, data_dir, context="recall hook")
+        result["error"] = {"code": error.code, "message": error.message}
+    if verbose:
+        sys.stderr.write(orjson.dumps(result).decode() + "\n")

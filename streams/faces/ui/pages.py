@@ -1,0 +1,497 @@
+"""Presentation edge for people: what each page of `recall ui` shows, as plain data.
+
+Pure functions from the facade's answers (the protocol's JSON) to the values templates render. Untrusted
+text leaves here as plain strings with layout-changing characters made visible (`\\u202e`, …);
+the templates' autoescaping turns them into inert HTML. Highlights are segments, never markup.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import orjson
+
+from indexer.normalize import fts_phrase, normalize_query
+from indexer.search import choose_index
+from indexer.snippet import highlight_texts, mark_spans, substring_spans
+from projections.errors import RecallError
+from projections.extraction import HIGHLIGHT_CLOSE, HIGHLIGHT_OPEN, extract_text, message_of
+from projections.fold import fold_surface
+from projections.surfaces import surfaces_from_fold
+from projections.titles import NOT_INJECTED
+from streams.faces.textsafe import visible
+from streams.faces.views import role_of, without_raw
+
+#: Events shown on one page of the sessions list.
+SESSIONS_PAGE = 25
+#: Search hits per page (the query API's default limit).
+SEARCH_PAGE = 20
+#: Entries per page of a session's transcript: a 50k-event session stays a page a browser can
+#: render; `at=SEQ` opens the page holding that event.
+TRANSCRIPT_PAGE = 400
+#: Neighbours shown either side of an event on its page.
+NEIGHBOURS = 3
+#: Sessions one reference may pull in (the preview's form; PROTOCOL §4 allows the configured max).
+REFERENCE_SOURCES = 3
+
+_COMPACTION_MARKERS = frozenset({"compaction/start", "compaction/summary", "compaction/end",
+                                 "compaction/prune"})
+_TOOL_TYPES = frozenset({"tool/call", "tool/result"})
+
+
+def ms_to_text(ms: Any) -> str:
+    """A time to the second, UTC; `-` when unknown."""
+    if not isinstance(ms, int) or isinstance(ms, bool):
+        return "-"
+    try:
+        moment = datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
+    except (OverflowError, OSError, ValueError):
+        return "-"
+    return moment.strftime("%Y-%m-%d %H:%M:%SZ")
+
+
+def line(text: Any) -> str:
+    """Untrusted text on one line, layout-changing characters shown as escapes."""
+    return visible(" ".join(str(text).split())) if text is not None else ""
+
+
+def body(text: Any) -> str:
+    """Untrusted multi-line text: line breaks kept, every other control shown as an escape."""
+    return visible(str(text), keep_newlines=True) if text is not None else ""
+
+
+def mark_queries(snippets: Sequence[str], query: str, *, substring: bool = False) -> list[str]:
+    """Each snippet with U+FDD0/U+FDD1 around each match of the query, found the way the search
+    matched it (snippets arrive without markers, PROTOCOL §3.7): FTS5's own highlight() with the
+    index's tokenizer for a token search (one statement for the page), case-folded substrings
+    for a trigram one (CJK or `substring`). A phrase the snippet's window cut stays unmarked."""
+    try:
+        phrase = normalize_query(query)
+    except RecallError:
+        return list(snippets)
+    if choose_index(phrase, "substring" if substring else "token") == "trigram":
+        return [mark_spans(s, substring_spans(s, phrase)) for s in snippets]
+    marked = highlight_texts(fts_phrase(phrase), dict(enumerate(snippets)))
+    return [marked.get(i, s) for i, s in enumerate(snippets)]
+
+
+def mark_query(snippet: str, query: str, *, substring: bool = False) -> str:
+    return mark_queries([snippet], query, substring=substring)[0]
+
+
+def segments(snippet: str) -> list[tuple[str, bool]]:
+    """A snippet's text split at the indexer's highlight markers (U+FDD0 … U+FDD1) into
+    `(text, highlighted)` pieces, each made visible; the template wraps the highlighted ones
+    in <mark>. Unbalanced markers (a snippet cut inside a match) close at the end."""
+    out: list[tuple[str, bool]] = []
+    marked = False
+    piece: list[str] = []
+
+    def flush() -> None:
+        if piece:
+            out.append((visible("".join(piece)), marked))
+            piece.clear()
+
+    for char in snippet:
+        if char in (HIGHLIGHT_OPEN, HIGHLIGHT_CLOSE):
+            flush()
+            marked = char == HIGHLIGHT_OPEN
+        else:
+            piece.append(char)
+    flush()
+    return [(text, hit) for text, hit in out if text]
+
+
+# --- sessions -----------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class SessionRow:
+    """One line of the sessions list."""
+
+    id: str
+    title: str
+    agent: str
+    cwd: str
+    first: str
+    last: str
+    events: int
+    live: bool
+
+
+def session_row(record: Mapping[str, Any]) -> SessionRow:
+    header = record.get("header") or {}
+    title = record.get("title")
+    return SessionRow(id=str(header.get("id")),
+                      title=line(title) if isinstance(title, str) and title.strip()
+                      else "untitled",
+                      agent=line(record.get("agent") or "-"), cwd=line(header.get("cwd") or "-"),
+                      first=ms_to_text(record.get("firstEventTime")),
+                      last=ms_to_text(record.get("lastEventTime")),
+                      events=int(record.get("eventCount") or 0), live=bool(record.get("live")))
+
+
+# --- a session's transcript ---------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One event of a transcript, as a person reads it."""
+
+    seq: int
+    type: str
+    role: str
+    time: str
+    surface: str
+    text: str
+    kind: str  # message | tool | boundary | marker | other
+    replaced_by: int | None = None
+    replaced_how: str = ""
+    replaces: str = ""
+    tool_name: str = ""
+
+
+def _replacement_kind(event: Mapping[str, Any] | None) -> str:
+    """How a replacing event came to be: a compaction summary, or a pruned copy."""
+    if event is None:
+        return "replacement"
+    role = role_of(event)
+    if role == "compaction summary":
+        return "compaction"
+    if event.get("type") == "tool/result":
+        return "prune"
+    return "replacement"
+
+
+def _tool_names(events: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """Tool call id → tool name, so a result can say which tool answered."""
+    names: dict[str, str] = {}
+    for event in events:
+        data = event.get("data")
+        if event.get("type") == "tool/call" and isinstance(data, dict):
+            names[str(data.get("callId"))] = str(data.get("name") or "")
+    return names
+
+
+def _result_call_id(event: Mapping[str, Any]) -> str | None:
+    message = message_of("tool/result", event.get("data")) or {}
+    for block in message.get("content") or []:
+        if isinstance(block, dict) and block.get("toolCallId") is not None:
+            return str(block["toolCallId"])
+    return None
+
+
+def _preview(event: Mapping[str, Any]) -> str:
+    data = without_raw(event).get("data")
+    if data in (None, {}, []):
+        return ""
+    text = orjson.dumps(data).decode("utf-8")
+    return text if len(text) <= 400 else text[:399] + "…"
+
+
+def transcript(events: Sequence[Mapping[str, Any]]) -> list[Entry]:
+    """The human transcript (PROTOCOL §5.1): every append-origin event in log order with its surface
+    and, when shadowed, what replaced it; replacing events (compaction summaries, pruned
+    copies) and compaction markers as boundaries; other events that carry text as log-only."""
+    if not events:
+        return []
+    base = int(events[0]["seq"])
+    fold = fold_surface(list(events), base_seq=base)
+    surfaces = surfaces_from_fold(len(events), fold, base_seq=base)
+    replacer_of: dict[int, int] = {}
+    for rep in fold.replacements:
+        for seq in rep.shadowed_seqs:
+            replacer_of[seq] = rep.seq
+    by_seq = {int(e["seq"]): e for e in events}
+    names = _tool_names(events)
+    out: list[Entry] = []
+    for event, surface in zip(events, surfaces, strict=True):
+        seq, kind_name = int(event["seq"]), str(event.get("type"))
+        op = event.get("surfaceOp")
+        text = extract_text(event)
+        replaced_by = replacer_of.get(seq)
+        how = _replacement_kind(by_seq.get(replaced_by)) if replaced_by is not None else ""
+        common: dict[str, Any] = {"seq": seq, "type": line(kind_name), "role": role_of(event),
+                                  "time": ms_to_text(event.get("time")),
+                                  "surface": surface.value, "replaced_by": replaced_by,
+                                  "replaced_how": how}
+        if isinstance(op, dict) and op.get("op") == "replace":
+            start, end = op.get("start"), op.get("end")
+            span = f"seq {start}" if start == end else f"seqs {start}–{end}"
+            out.append(Entry(**common, text=body(text), kind="boundary",
+                             replaces=f"{_replacement_kind(event)}: replaces {span}"))
+        elif kind_name in _COMPACTION_MARKERS:
+            out.append(Entry(**common, text=body(text or _preview(event)), kind="marker"))
+        elif kind_name in _TOOL_TYPES and (op == "append" or text):
+            name = str((event.get("data") or {}).get("name") or "") if kind_name == "tool/call" \
+                else names.get(_result_call_id(event) or "", "")
+            out.append(Entry(**common, text=body(text), kind="tool", tool_name=line(name)))
+        elif op == "append" or text:
+            out.append(Entry(**common, text=body(text) or ("(no text)" if op == "append"
+                                                           else ""),
+                             kind="message" if op == "append" else "other"))
+    return out
+
+
+def surface_entries(surface: Mapping[str, Any]) -> list[Entry]:
+    """`read_surface`'s events in model order: exactly what the session's model sees now."""
+    out = []
+    for event in surface.get("events") or []:
+        kind_name = str(event.get("type"))
+        out.append(Entry(seq=int(event["seq"]), type=line(kind_name), role=role_of(event),
+                         time=ms_to_text(event.get("time")), surface="current",
+                         text=body(extract_text(event)),
+                         kind="tool" if kind_name in _TOOL_TYPES else "message"))
+    return out
+
+
+@dataclass(frozen=True, slots=True)
+class Lineage:
+    """A session's ancestors (nearest first) and descendants (depth-first, with depth)."""
+
+    ancestors: list[str] = field(default_factory=list)
+    descendants: list[tuple[int, str]] = field(default_factory=list)
+    unresolved_parent: str | None = None
+
+
+def lineage(trace: Mapping[str, Any]) -> Lineage:
+    ancestors = [str(h.get("id")) for h in trace.get("ancestors") or []]
+    flat: list[tuple[int, str]] = []
+    stack: list[tuple[int, Mapping[str, Any]]] = [
+        (0, n) for n in reversed(trace.get("descendants") or [])]
+    while stack:
+        depth, node = stack.pop()
+        flat.append((depth, str((node.get("header") or {}).get("id"))))
+        stack.extend((depth + 1, child) for child in reversed(node.get("children") or []))
+    unresolved = None if trace.get("complete", True) else str(trace.get("unresolvedParentId"))
+    return Lineage(ancestors, flat, unresolved)
+
+
+# --- search -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class SearchForm:
+    """The search page's inputs, as typed (every value a string or a list of strings)."""
+
+    query: str = ""
+    session: str = ""
+    surfaces: tuple[str, ...] = ()
+    types: tuple[str, ...] = ()
+    cwd: str = ""
+    agent: str = ""
+    since: str = ""
+    until: str = ""
+    no_injected: bool = False
+    substring: bool = False
+    cursor: str = ""
+
+    def link_args(self) -> list[tuple[str, str]]:
+        """The form's values as query arguments (for the next-page link), cursor left out."""
+        args = [("q", self.query)]
+        args += [(k, v) for k, v in (("session", self.session), ("cwd", self.cwd),
+                                     ("agent", self.agent), ("since", self.since),
+                                     ("until", self.until)) if v]
+        args += [("surface", s) for s in self.surfaces] + [("type", t) for t in self.types]
+        args += [("no_injected", "1")] * self.no_injected + [("substring", "1")] * self.substring
+        return args
+
+
+def date_to_ms(value: str, *, end: bool = False) -> int:
+    """An ISO date or date-time (UTC unless it says otherwise) as epoch ms; a bare date as
+    `until` means the end of that day."""
+    parsed = datetime.datetime.fromisoformat(value.strip())
+    if parsed.tzinfo is None:
+        parsed = parsed.replace(tzinfo=datetime.UTC)
+    if end and len(value.strip()) == 10:
+        parsed += datetime.timedelta(days=1, milliseconds=-1)
+    return int(parsed.timestamp() * 1000)
+
+
+def event_filters(form: SearchForm) -> list[dict[str, Any]]:
+    """The query API's event filters (PROTOCOL §3.4 + docs/PROTOCOL.md) the form asks for."""
+    filters: list[dict[str, Any]] = []
+    if form.surfaces:
+        filters.append({"kind": "surface", "values": list(form.surfaces)})
+    if form.types:
+        filters.append({"kind": "type", "values": list(form.types)})
+    if form.no_injected:
+        filters.append({"kind": "source", "values": list(NOT_INJECTED)})
+    if form.since or form.until:
+        filters.append({"kind": "time",
+                        "from": date_to_ms(form.since) if form.since else None,
+                        "to": date_to_ms(form.until, end=True) if form.until else None})
+    return filters
+
+
+def session_filters(form: SearchForm) -> list[dict[str, Any]]:
+    filters: list[dict[str, Any]] = []
+    if form.cwd:
+        filters.append({"kind": "cwd-tree", "values": [form.cwd]})
+    if form.agent:
+        filters.append({"kind": "agent", "values": [form.agent]})
+    return filters
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """One search hit: where it is, on which surface, and its highlighted snippet."""
+
+    session_id: str
+    seq: int
+    type: str
+    time: str
+    surface: str
+    snippet: list[tuple[str, bool]]
+    title: str = ""
+    agent: str = ""
+    cwd: str = ""
+
+
+def session_hits(page: Mapping[str, Any], query: str = "", *,
+                 substring: bool = False) -> list[Hit]:
+    out = []
+    items = page.get("items") or []
+    marked = mark_queries([str((i.get("bestMatch") or {}).get("snippet") or "") for i in items],
+                          query, substring=substring)
+    for item, snippet in zip(items, marked, strict=True):
+        best = item.get("bestMatch") or {}
+        header = item.get("header") or {}
+        title = item.get("title")
+        out.append(Hit(session_id=str(best.get("sessionId")), seq=int(best.get("seq") or 0),
+                       type=line(best.get("type")), time=ms_to_text(best.get("time")),
+                       surface=str(best.get("surface")), snippet=segments(snippet),
+                       title=line(title) if isinstance(title, str) and title.strip()
+                       else "untitled",
+                       agent=line(item.get("agent") or "-"), cwd=line(header.get("cwd") or "-")))
+    return out
+
+
+def event_hits(page: Mapping[str, Any], query: str = "", *,
+               substring: bool = False) -> list[Hit]:
+    items = page.get("items") or []
+    marked = mark_queries([str(i.get("snippet") or "") for i in items], query,
+                          substring=substring)
+    return [Hit(session_id=str(item.get("sessionId")), seq=int(item.get("seq") or 0),
+                type=line(item.get("type")), time=ms_to_text(item.get("time")),
+                surface=str(item.get("surface")), snippet=segments(snippet))
+            for item, snippet in zip(items, marked, strict=True)]
+
+
+# --- an event -----------------------------------------------------------------------------------
+
+def raw_json(value: Any) -> str:
+    """An answer as indented JSON for the raw view (escaped by the template)."""
+    return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
+
+
+def window(read: Mapping[str, Any]) -> list[tuple[Entry, bool]]:
+    """`read_event`'s neighbours and target as entries; the flag marks the target."""
+    def entry(item: Mapping[str, Any]) -> Entry:
+        event = item["event"]
+        text = item.get("text")
+        return Entry(seq=int(event["seq"]), type=line(event.get("type")), role=role_of(event),
+                     time=ms_to_text(event.get("time")), surface=str(item.get("surface")),
+                     text=body(text if isinstance(text, str) else extract_text(event))
+                     or body(_preview(event)), kind="message")
+    return ([(entry(i), False) for i in read.get("before") or []] + [(entry(read["event"]), True)]
+            + [(entry(i), False) for i in read.get("after") or []])
+
+
+# --- reference preview --------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class SourceUse:
+    """One referenced session in a preview: its bytes of the per-source budget, what was left
+    out to fit."""
+
+    session_id: str
+    label: str
+    bytes: int | None
+    truncated: bool
+    omitted_messages: int
+    omitted_bytes: int
+    retained_messages: int
+
+
+_OPEN_TAG, _CLOSE_TAG = "<referenced-sessions>\n", "\n</referenced-sessions>"
+
+
+def context_text(result: Mapping[str, Any]) -> str:
+    """The wrapped context message's text, exactly as it would be delivered ('' without one)."""
+    context = result.get("additionalContext")
+    if not isinstance(context, dict):
+        return ""
+    return "".join(str(b.get("text", "")) for b in context.get("content") or []
+                   if isinstance(b, dict) and b.get("type") == "text")
+
+
+def source_uses(result: Mapping[str, Any]) -> list[SourceUse]:
+    """Per source: the bytes its snapshot takes of the budget (PROTOCOL §4.5 measures each source's
+    JSON object) and the truncation provenance records."""
+    context = result.get("additionalContext") or {}
+    provenance = ((context.get("source") or {}).get("references")) or []
+    text = context_text(result)
+    sizes: list[int | None] = [None] * len(provenance)
+    start, end = text.find(_OPEN_TAG), text.rfind(_CLOSE_TAG)
+    if 0 <= start < end:
+        try:
+            snapshots = orjson.loads(text[start + len(_OPEN_TAG):end])
+        except orjson.JSONDecodeError:
+            snapshots = None
+        if isinstance(snapshots, list) and len(snapshots) == len(provenance):
+            sizes = [len(orjson.dumps(s)) for s in snapshots]
+    return [SourceUse(session_id=str(p.get("sessionId")), label=line(p.get("label")),
+                      bytes=size, truncated=bool(p.get("truncated")),
+                      omitted_messages=int(p.get("omittedMessages") or 0),
+                      omitted_bytes=int(p.get("omittedBytes") or 0),
+                      retained_messages=int(p.get("retainedMessages") or 0))
+            for p, size in zip(provenance, sizes, strict=True)]
+
+
+def writes(header: Mapping[str, Any] | None) -> bool:
+    """Whether recall writes this session (one writer per session): only then may it append."""
+    return isinstance(header, Mapping) and header.get("writer") == "recall"
+
+
+# --- dead letters -------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Parked:
+    """One dead letter: where it came from, why, and its original bytes."""
+
+    code: str
+    reason: str
+    source: str
+    line_no: Any
+    session_id: str
+    at: str
+    length: Any
+    original: str
+
+
+def parked(items: Iterable[Mapping[str, Any]]) -> list[Parked]:
+    out = []
+    for item in items:
+        try:
+            raw = base64.b64decode(str(item.get("bytes") or ""), validate=True)
+            original = raw.decode("utf-8", "backslashreplace")
+        except ValueError:
+            original = str(item.get("bytes") or "")
+        out.append(Parked(code=line(item.get("code")), reason=line(item.get("reason")),
+                          source=line(item.get("source")), line_no=item.get("line"),
+                          session_id=line(item.get("sessionId") or "-"),
+                          at=ms_to_text(item.get("at")), length=item.get("length"),
+                          original=body(original)))
+    return out
+
+
+def page_of(entries: Sequence[Entry], page: int | None, at: int | None) -> tuple[int, int]:
+    """(page, pages) for a transcript: the page holding the first entry at or after seq `at`
+    when it is given (a link to an event in context), else `page`, clamped to the last page."""
+    pages = max(1, -(-len(entries) // TRANSCRIPT_PAGE))
+    if at is not None:
+        index = next((i for i, e in enumerate(entries) if e.seq >= at), len(entries) - 1)
+        return max(0, index) // TRANSCRIPT_PAGE + 1, pages
+    return min(page or 1, pages), pages

@@ -1,0 +1,1 @@
+"""Ingest layer: sources, format detection, importers, and the one edge from files to records."""

@@ -1,0 +1,638 @@
+"""Embedded runtime, ingest edge: files and directories of session logs → the local store.
+
+Incremental by design: a source whose size and mtime are unchanged costs a stat; a grown native
+file is read from where the last ingest stopped (after checking the hash of what was consumed);
+a rewritten or truncated file is reported and parked, never merged. Foreign formats are
+re-imported whole (the importers are deterministic) and the store keeps only the events it has
+not seen.
+
+Nothing read is lost, and the count proves it: every record read (a line, or a whole file when
+the file itself is rejected) is ingested, skipped as an exact duplicate, parked in the dead
+letters, or pending (an unterminated last line, taken once a newline completes it):
+`linesRead == ingested + duplicatesSkipped + parked + pending` (`IngestReport.accounting`).
+Sources are read under caps (streams/ingest/sourcefile.py) and parsed losslessly
+(projections/jsonwire.py); an importer that raises parks its file whole
+(INGEST_IMPORTER_FAILED) and the run goes on. Callers hold the writer lock.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from projections import jsonwire
+from projections.errors import (
+    INGEST_AFTER_REJECTED,
+    INGEST_CORRUPT_COMPRESSION,
+    INGEST_DUPLICATE_CONFLICT,
+    INGEST_FILE_TOO_LARGE,
+    INGEST_IMPORTER_FAILED,
+    INGEST_LOSSY_JSON,
+    INGEST_OVERSIZED_EVENT,
+    INGEST_REWRITTEN_SOURCE,
+    INGEST_TOO_DEEP,
+    INGEST_UNSUPPORTED_FORMAT,
+    InputRejected,
+    StoreCorrupt,
+)
+from projections.fold import Step, SurfaceState
+from projections.logformat import DEFAULT_MAX_FILE_BYTES, LogBuilder, Rejection
+from streams.core.atomic import replace_file
+from streams.core.errorlog import log_exception
+from streams.core.store import DeadLetters, SessionStore, StoredSession
+from streams.ingest.sourcefile import SourceText, Span, read_source, span_hasher
+
+LOG_SUFFIXES = (".jsonl", ".jsonl.zst", ".jsonl.zstd")
+#: Save the registry of sources this often (files), so a killed run repeats little work.
+SAVE_EVERY_FILES = 200
+
+#: Called after events were appended to the store: (header, state before, new events, their
+#: fold steps, so the index need not fold them again, and their serializations where known:
+#: ParsedLog.raws).
+OnAppend = Callable[[Mapping[str, Any], SurfaceState, Sequence[Mapping[str, Any]],
+                     Sequence[Step], Sequence[bytes | None]], None]
+#: An importer for a foreign format: bytes → [(header, events, rejections)].
+Importer = Callable[[bytes, str], list[tuple[dict[str, Any], list[dict[str, Any]], list[Rejection]]]]
+
+
+@dataclass(slots=True)
+class IngestReport:
+    """Counts of one ingest run. Records read: `lines == headers + linesAccepted +
+    duplicateLines + parkedLines + pending` (see `accounting`)."""
+
+    files: int = 0
+    unchanged: int = 0
+    lines: int = 0
+    headers: int = 0
+    lines_accepted: int = 0
+    duplicate_lines: int = 0
+    parked_lines: int = 0
+    pending: int = 0
+    events_added: int = 0
+    duplicate_events: int = 0
+    events_parked: int = 0
+    rejected: int = 0
+    dead_letters_added: int = 0
+    sessions: set[str] = field(default_factory=set)
+    rewritten: list[str] = field(default_factory=list)
+    pending_sources: list[str] = field(default_factory=list)
+    unreadable: list[dict[str, str]] = field(default_factory=list)
+    rejected_by_code: dict[str, int] = field(default_factory=dict)
+
+    def count_rejections(self, rejections: Sequence[Rejection]) -> None:
+        self.rejected += len(rejections)
+        for r in rejections:
+            self.rejected_by_code[r.code] = self.rejected_by_code.get(r.code, 0) + 1
+
+    def accounting(self) -> dict[str, Any]:
+        ingested = self.headers + self.lines_accepted
+        return {"linesRead": self.lines, "ingested": ingested,
+                "duplicatesSkipped": self.duplicate_lines, "parked": self.parked_lines,
+                "pending": self.pending,
+                "balanced": self.lines == (ingested + self.duplicate_lines + self.parked_lines
+                                           + self.pending)}
+
+    def to_json(self) -> dict[str, Any]:
+        return {"files": self.files, "unchanged": self.unchanged, "lines": self.lines,
+                "headers": self.headers, "linesAccepted": self.lines_accepted,
+                "duplicateLines": self.duplicate_lines, "parkedLines": self.parked_lines,
+                "pending": self.pending, "eventsAdded": self.events_added,
+                "duplicateEvents": self.duplicate_events, "eventsParked": self.events_parked,
+                "rejected": self.rejected, "deadLettersAdded": self.dead_letters_added,
+                "sessions": len(self.sessions), "rewritten": list(self.rewritten),
+                "pendingSources": list(self.pending_sources),
+                "unreadable": list(self.unreadable),
+                "rejectedByCode": dict(self.rejected_by_code),
+                "accounting": self.accounting()}
+
+
+def iter_log_files(paths: Iterable[Path]) -> Iterator[Path]:
+    """Files as given, and every log file below given directories, in a stable order: JSONL
+    logs, and the files a supported agent writes under other names (the importer registry's)."""
+    from streams.ingest.importers.detect import claims_log_name
+
+    for path in paths:
+        if path.is_dir():
+            for child in sorted(path.rglob("*")):
+                if child.is_file() and (child.name.endswith(LOG_SUFFIXES)
+                                        or claims_log_name(child)):
+                    yield child
+        else:
+            yield path
+
+
+def source_key(path: Path) -> str:
+    """The registry's and dead letters' name of a source: its resolved path, as text even when
+    the file name is not UTF-8 (undecodable bytes are written as \\xNN)."""
+    return os.fsencode(path.resolve()).decode("utf-8", "backslashreplace")
+
+
+class _StoreFeed(LogBuilder):
+    """A LogBuilder that continues the stored session and skips exact duplicates."""
+
+    def __init__(self, store: SessionStore, *, max_event_bytes: int,
+                 header: dict[str, Any] | None = None,
+                 stored: StoredSession | None = None) -> None:
+        super().__init__(max_event_bytes=max_event_bytes, header=header,
+                         state=stored.state if stored else None)
+        self.store = store
+        self.stored = stored
+
+    def accept_header(self, header: dict[str, Any]) -> None:
+        self.stored = self.store.check_header(header)
+        if self.stored is not None:
+            self.log.state = self.stored.state
+            self.base_seq = self.stored.state.next_seq
+
+    def feed_event(self, event: dict[str, Any], raw: bytes | None = None) -> None:
+        base = self.stored.state.next_seq if self.stored else 0
+        seq = event.get("seq")
+        if isinstance(seq, int) and seq < base:
+            self.store.classify(self.stored, event, raw)  # raises on a conflicting duplicate
+            self.duplicates += 1
+            return
+        super().feed_event(event, raw)
+
+    def feed_oversized(self, number: int, span: Span, limit: int) -> None:
+        """A line blanked at read time for being over the cap: parked as a bounded record."""
+        self.log.lines += 1
+        code = INGEST_AFTER_REJECTED if self.blocked else INGEST_OVERSIZED_EVENT
+        reason = ("an earlier line of this session was rejected" if self.blocked
+                  else f"line is {span.length} bytes; the limit is {limit}")
+        self._block(Rejection(number, code, reason, b"", digest=span.digest, length=span.length,
+                              offset=span.offset))
+
+
+@dataclass(slots=True)
+class ReadPlan:
+    """What to read from one source: the new lines' numbers and where the consumed part ends."""
+
+    first_line: int
+    last_line: int  # last line number taken (0: none)
+    end: int  # decompressed offset just past the consumed part
+    digest: str  # prefix hash of text[:end]
+    pending: bool  # an unterminated last line is held back
+    terminated: bool = True  # the last line taken ends with a newline
+
+
+class Ingestor:
+    """Moves sources into the store, parks rejections, and tells `on_append` what is new."""
+
+    def __init__(self, data_dir: Path, store: SessionStore, dead_letters: DeadLetters,
+                 on_append: OnAppend, *, max_event_bytes: int,
+                 max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
+                 importers: Mapping[str, Importer] | None = None,
+                 detect: Callable[[Path, bytes], str | None] | None = None) -> None:
+        self.registry_path = data_dir / "sources.json"
+        self.store = store
+        self.dead_letters = dead_letters
+        self.on_append = on_append
+        self.max_event_bytes = max_event_bytes
+        self.max_file_bytes = max_file_bytes
+        self.importers = dict(importers or {})
+        self.detect = detect
+        self._registry: dict[str, dict[str, Any]] | None = None
+
+    # --- the registry of ingested sources ------------------------------------------------------
+
+    @property
+    def registry(self) -> dict[str, dict[str, Any]]:
+        if self._registry is None:
+            self._registry = self._load_registry()
+        return self._registry
+
+    def invalidate(self) -> None:
+        """Reread the registry next time: another process may have ingested meanwhile."""
+        self._registry = None
+
+    def _load_registry(self) -> dict[str, dict[str, Any]]:
+        try:
+            data = self.registry_path.read_bytes()
+        except FileNotFoundError:
+            return {}
+        try:
+            value = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            value = exc
+        if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
+            raise StoreCorrupt(
+                f"{self.registry_path} (the registry of ingested sources) cannot be read",
+                hint=f"move it aside (mv {self.registry_path} {self.registry_path}.bad) and "
+                "ingest again: every source is then re-read, and what the store already holds "
+                "is skipped as exact duplicates")
+        return value
+
+    def _save_registry(self) -> None:
+        # The registry says which lines are consumed: the store must hold them durably first.
+        self.store.sync()
+        replace_file(self.registry_path, orjson.dumps(self.registry, option=orjson.OPT_SORT_KEYS))
+
+    # --- runs ----------------------------------------------------------------------------------
+
+    def ingest(self, paths: Sequence[Path], *, fmt: str = "auto",
+               progress: Callable[[int, int], None] | None = None) -> IngestReport:
+        report = IngestReport()
+        files = list(iter_log_files(paths))
+        for done, path in enumerate(files, start=1):
+            report.files += 1
+            try:
+                self._ingest_file(path, fmt, report)
+            except OSError as exc:  # vanished or unreadable: say so and go on with the others
+                report.unreadable.append({"source": source_key(path),
+                                          "error": f"{type(exc).__name__}: {exc.strerror or exc}"})
+            if done % SAVE_EVERY_FILES == 0:
+                self._save_registry()
+            if progress is not None:
+                progress(done, len(files))
+        self._save_registry()
+        return report
+
+    def _ingest_file(self, path: Path, fmt: str, report: IngestReport) -> None:
+        key = source_key(path)
+        stat = path.stat()
+        seen = self.registry.get(key)
+        if seen and seen.get("size") == stat.st_size and seen.get("mtime") == stat.st_mtime_ns:
+            report.unchanged += 1
+            if seen.get("pending"):
+                report.pending_sources.append(key)
+            return
+        consumed = int(seen.get("consumed") or 0) if seen else 0
+        src = read_source(path, max_line=self.max_event_bytes, max_total=self.max_file_bytes,
+                          checkpoint=consumed or None)
+        stamp = {"size": stat.st_size, "mtime": stat.st_mtime_ns}
+        broken = src.corrupt or ("the zstd stream ends inside a frame (truncated)"
+                                 if src.truncated_frame else None)
+        if src.complete_end == 0 and broken:
+            self._park_file(key, path, INGEST_CORRUPT_COMPRESSION,
+                            f"{broken}; no complete line could be decoded", report)
+            self.registry[key] = {**(seen or {}), **stamp}
+            return
+        kind = fmt if fmt != "auto" else self._detect(path, src.text)
+        if kind != "dsh" and kind not in self.importers:
+            self._park_file(key, path, INGEST_UNSUPPORTED_FORMAT,
+                            f"no importer for format {kind!r} (kept whole: the file's bytes)",
+                            report)
+            self.registry[key] = {**(seen or {}), **stamp, "format": kind}
+            return
+        # A whole-document format is rewritten whole as it grows: judged on its events, not bytes.
+        whole = kind != "dsh" and getattr(self.importers[kind], "whole_document", False) is True
+        if whole:
+            consumed = 0
+        if consumed and src.checkpoint_digest != (seen or {}).get("prefixHash"):
+            report.rewritten.append(key)
+            self._park_file(key, path, INGEST_REWRITTEN_SOURCE,
+                            "the file changed before the point already ingested; it was not "
+                            "merged (re-ingest it under a new session or restore the original)",
+                            report)
+            self.registry[key] = {**(seen or {}), **stamp, "format": kind}
+            return
+        plan = plan_reading(src, seen if consumed else None, whole=whole)
+        if kind == "dsh":
+            entry: dict[str, Any] | None = self._ingest_native(
+                key, src, plan, seen if consumed else None, report)
+        else:
+            entry = self._ingest_foreign(key, path, src, plan, kind, report)
+        if entry is None:  # the importer failed: the file is parked; try again next run
+            return
+        if src.over_limit:
+            self._park_file(key, path, INGEST_FILE_TOO_LARGE,
+                            f"reading stopped after {self.max_file_bytes} decompressed bytes "
+                            "(RECALL_MAX_FILE_BYTES); lines before that point were ingested",
+                            report, stopped_at=src.complete_end)
+        elif broken:
+            self._park_file(key, path, INGEST_CORRUPT_COMPRESSION,
+                            f"{broken}; the complete lines before that point were ingested",
+                            report, stopped_at=src.complete_end)
+        if plan.pending:
+            report.pending += 1
+            report.lines += 1
+            report.pending_sources.append(key)
+        self.registry[key] = {**entry, **stamp, "format": kind, "consumed": plan.end,
+                              "prefixHash": plan.digest, "lines": plan.last_line,
+                              "pending": plan.pending}
+
+    def _detect(self, path: Path, text: bytes) -> str:
+        return detect_format(path, text, self.detect)
+
+    # --- native logs ---------------------------------------------------------------------------
+
+    def _ingest_native(self, key: str, src: SourceText, plan: ReadPlan,
+                       seen: dict[str, Any] | None, report: IngestReport) -> dict[str, Any]:
+        header: dict[str, Any] | None = None
+        stored: StoredSession | None = None
+        if seen is not None and seen.get("sessionId") is not None:
+            stored = self.store.load(str(seen["sessionId"]))
+            header = stored.header if stored else None
+        feed = _StoreFeed(self.store, max_event_bytes=self.max_event_bytes, header=header,
+                          stored=stored)
+        feed.blocked = bool(seen and seen.get("blocked"))
+        # Per line (the hot loop of a bulk ingest): what it did, from the builder's list sizes.
+        rejections, events = feed.log.rejections, feed.log.events  # appended to in place
+        lines = parked = headers = accepted = duplicates = 0
+        for number, line in planned_lines(src, plan):
+            lines += 1
+            rejected, added = len(rejections), len(events)
+            had_header = feed.log.header is not None
+            if line is None:
+                feed.feed_oversized(number, src.oversized[number], self.max_event_bytes)
+            else:
+                feed.feed_line(number, line)
+            if len(rejections) > rejected:
+                parked += 1
+            elif len(events) > added:
+                accepted += 1
+            elif not had_header and feed.log.header is not None:
+                headers += 1
+            else:  # an exact duplicate (or a chunk row of duplicates only)
+                duplicates += 1
+        report.lines += lines
+        report.parked_lines += parked
+        report.headers += headers
+        report.lines_accepted += accepted
+        report.duplicate_lines += duplicates
+        sid = str(feed.log.header["id"]) if feed.log.header else None
+        # A header alone is stored too: an agent writes it before its first event, and the
+        # lines that follow must find it (else they would be parked as INGEST_MISSING_HEADER).
+        if feed.log.header is not None and (feed.log.events or feed.stored is None):
+            before = feed.stored.state if feed.stored else SurfaceState()
+            self.store.append(feed.log.header, feed.log.events, feed.log.state, feed.log.raws,
+                              durable=False)  # fsynced per batch: see SessionStore.sync
+            self.on_append(feed.log.header, before, feed.log.events, feed.log.steps,
+                           feed.log.raws)
+        if sid is not None:
+            report.sessions.add(sid)
+        report.events_added += len(feed.log.events)
+        self._park(key, feed.log.rejections, sid, report)
+        return {"sessionId": sid, "blocked": feed.blocked}
+
+    # --- foreign formats -----------------------------------------------------------------------
+
+    def _next_seq(self, session_id: str) -> int:
+        stored = self.store.load(session_id)
+        return stored.state.next_seq if stored is not None else 0
+
+    def _ingest_foreign(self, key: str, path: Path, src: SourceText, plan: ReadPlan, kind: str,
+                        report: IngestReport) -> dict[str, Any] | None:
+        """Foreign importers are deterministic and need no look-ahead, so a grown file re-imports
+        whole and the store keeps only events it has not seen (exact duplicates skip)."""
+        text, screened = screen_foreign(src, plan, self.max_event_bytes)
+        importer = self.importers[kind]
+        # Optional on an importer: `whole_document` + `extend(stored, fresh) -> new events`, and
+        # `settle_header(stored, fresh)` (a value recovered late keeps the first header).
+        extend = getattr(importer, "extend", None) \
+            if getattr(importer, "whole_document", False) is True else None
+        settle = getattr(importer, "settle_header", None)
+        # Optional `resume` (Aider): the importer groups several writes into one event, so a
+        # grown file is mapped as a continuation of the lines imported before, not re-imported.
+        resume = getattr(importer, "resume", None)
+        done = plan.first_line - 1
+        try:
+            imported = checked_import(
+                resume(text, key, done, self._next_seq) if resume is not None and done > 0
+                else importer(text, key))
+        except Exception as exc:  # an importer bug must not end the run or lose the file
+            log_exception(exc, self.registry_path.parent,
+                          context=f"importer {kind} failed on {key}")
+            self._park_file(key, path, INGEST_IMPORTER_FAILED,
+                            f"the {kind} importer failed ({type(exc).__name__}: "
+                            f"{str(exc)[:200]}); kept whole, retried on the next ingest", report)
+            return None
+        new_lines = range(plan.first_line, plan.last_line + 1)
+        line_parked: set[int] = set()
+        for header, events, rejections in imported:
+            sid = str(header["id"])
+            report.sessions.add(sid)
+            parked = [r for r in rejections if r.line in new_lines or r.line == 0]
+            line_parked.update(r.line for r in parked)
+            if settle is not None:
+                known = self.store.load(sid)
+                header = settle(known.header if known else None, header)
+            try:
+                stored = self.store.check_header(header)
+            except InputRejected as exc:
+                conflict = Rejection(0, exc.code, exc.message, orjson.dumps(header))
+                self._park(key, [conflict, *parked], sid, report)
+                self.dead_letters.park(key, rejections, sid)  # the earlier lines' (idempotent)
+                report.events_parked += 1
+                continue
+            if extend is not None and stored is not None:
+                events = extend(self.store.read(sid)[1], events)
+            feed = _StoreFeed(self.store, max_event_bytes=self.max_event_bytes, header=header,
+                              stored=stored)
+            before = feed.log.state
+            event_parked: list[Rejection] = []
+            for i, event in enumerate(events):
+                try:
+                    jsonwire.check_value(event)
+                    feed.feed_event(event, _imported_line(event, self.max_event_bytes))
+                except InputRejected as exc:
+                    if exc.code == INGEST_DUPLICATE_CONFLICT and key in self.registry:
+                        # What this file imported before is not a prefix of this import: it was
+                        # rewritten, or an older importer version mapped it. Reported once per
+                        # file, with the file's bytes (another file claiming the session with
+                        # different events stays an event-level conflict).
+                        if key not in report.rewritten:
+                            report.rewritten.append(key)
+                            self._park_file(key, path, INGEST_REWRITTEN_SOURCE, (
+                                f"session {sid}: seq {event['seq']} imported before differs "
+                                "from a new import of this file (the file was rewritten, or an "
+                                "older importer version imported it); not merged: see "
+                                "streams/ingest/importers/MAPPING.md, Re-importing"), report)
+                        break
+                    event_parked.append(Rejection(0, exc.code, f"imported event #{i}: "
+                                                  f"{exc.message}", orjson.dumps(event)))
+                    event_parked.extend(
+                        Rejection(0, INGEST_AFTER_REJECTED, f"imported event #{j}: an earlier "
+                                  "event of this session was rejected", orjson.dumps(e))
+                        for j, e in enumerate(events[i + 1:], start=i + 1))
+                    break
+            report.events_added += len(feed.log.events)
+            report.duplicate_events += feed.duplicates
+            report.events_parked += len(event_parked)
+            if feed.log.events:
+                self.store.append(header, feed.log.events, feed.log.state, feed.log.raws,
+                                  durable=False)
+                self.on_append(header, before, feed.log.events, feed.log.steps, feed.log.raws)
+            self._park(key, [*parked, *event_parked], sid, report)
+            self.dead_letters.park(key, rejections, sid)  # the earlier lines' (idempotent)
+        self._park(key, [r for r in screened if r.line in new_lines], None, report)
+        self.dead_letters.park(key, screened, None)
+        taken = {n for n, _ in planned_lines(src, plan)}
+        parked_now = len(taken & (line_parked | {r.line for r in screened}))
+        report.lines += len(taken)
+        report.parked_lines += parked_now
+        report.lines_accepted += len(taken) - parked_now
+        return {}
+
+    # --- parking -------------------------------------------------------------------------------
+
+    def _park(self, source: str, rejections: Sequence[Rejection], session_id: str | None,
+              report: IngestReport) -> None:
+        report.count_rejections(rejections)
+        report.dead_letters_added += self.dead_letters.park(source, rejections, session_id)
+
+    def _park_file(self, key: str, path: Path, code: str, reason: str, report: IngestReport,
+                   *, stopped_at: int | None = None) -> None:
+        """Park a whole source file: its bytes as on disk when they fit a record, else a bounded
+        record (length and digest of the file; the bytes stay in the source)."""
+        rejection = whole_file_rejection(path, code, reason, self.dead_letters.max_record_bytes,
+                                         stopped_at=stopped_at)
+        report.lines += 1
+        report.parked_lines += 1
+        self._park(key, [rejection], None, report)
+
+
+# --- the edge's rules, shared by both runtimes' ingest (embedded above; Kafka: streams.runtime.kafka.client)
+
+
+def detect_format(path: Path, text: bytes,
+                  detect: Callable[[Path, bytes], str | None] | None) -> str:
+    """The format of a source: the importer registry's detection, else the native log (a
+    session header on line 1), else "unknown"."""
+    if detect is not None:
+        found = detect(path, text[:65536])
+        if found:
+            return found
+    first = text.split(b"\n", 1)[0]
+    try:
+        head = orjson.loads(first)
+    except orjson.JSONDecodeError:
+        return "unknown"
+    return "dsh" if isinstance(head, dict) and head.get("type") == "session" else "unknown"
+
+
+def plan_reading(src: SourceText, seen: dict[str, Any] | None, *,
+                 whole: bool = False) -> ReadPlan:
+    """Which lines to take. An unterminated last line is pending unless it already is a
+    whole JSON object (a writer that omits the final newline); after a stop (cap, corrupt
+    data) the bytes after the last newline belong to the parked remainder. A whole-document
+    format takes everything: its importer judges whether the document is complete."""
+    complete_lines = src.text.count(b"\n")
+    first = int(seen.get("lines", 0)) + 1 if seen else 1
+    tail = src.tail
+    stopped = src.over_limit or src.corrupt is not None or src.truncated_frame
+    tail_number = complete_lines + 1
+    tail_oversized = tail_number in src.oversized
+    if whole and tail and not stopped:
+        return ReadPlan(1, tail_number, src.total, src.full_digest, False, False)
+    if not tail.strip():
+        # whitespace after the last newline is no line yet (a blank line is none either): not
+        # read, not pending; it belongs to whatever line a writer completes there
+        tail = b""
+    if stopped or (not tail and not tail_oversized):
+        return ReadPlan(first, complete_lines, src.complete_end, src.complete_digest, False)
+    if tail and _is_whole_object(tail):
+        return ReadPlan(first, tail_number, src.total, src.full_digest, False, False)
+    return ReadPlan(first, complete_lines, src.complete_end, src.complete_digest, True)
+
+
+def planned_lines(src: SourceText, plan: ReadPlan) -> list[tuple[int, bytes | None]]:
+    """(number, bytes) of the planned non-blank lines; None for a line blanked as oversized."""
+    out: list[tuple[int, bytes | None]] = []
+    lines = src.text.split(b"\n")
+    for number in range(plan.first_line, plan.last_line + 1):
+        if number in src.oversized:
+            out.append((number, None))
+            continue
+        line = lines[number - 1].rstrip(b"\r")
+        if line.strip():
+            out.append((number, line))
+    return out
+
+
+def oversized_rejection(span: Span, limit: int) -> Rejection:
+    """A line blanked at read time for being over the cap, as a bounded record."""
+    return Rejection(span.line, INGEST_OVERSIZED_EVENT,
+                     f"line is {span.length} bytes; the limit is {limit}", b"",
+                     digest=span.digest, length=span.length, offset=span.offset)
+
+
+def _imported_line(event: dict[str, Any], max_bytes: int) -> bytes:
+    """An imported event's log line (the store writes these bytes: no second dump). The cap on
+    a line holds for it too: with data.raw beside the mapped content it can exceed the cap its
+    source record passed, and the Kafka fold parks such a line, so the embedded store parks it
+    as well (both then keep the same events)."""
+    line = orjson.dumps(event)
+    size = len(line)
+    if size > max_bytes:
+        raise InputRejected(f"its line is {size} bytes; the limit is {max_bytes} "
+                            "(RECALL_MAX_EVENT_BYTES)", code=INGEST_OVERSIZED_EVENT)
+    return line
+
+
+def screen_foreign(src: SourceText, plan: ReadPlan,
+                   max_event_bytes: int) -> tuple[bytes, list[Rejection]]:
+    """The text an importer gets: the planned lines, with lines that must not enter the log
+    (oversized, lossy JSON, too deep) blanked here and parked by this edge, so every format
+    gets the same rules. Malformed lines are left to the importer, which parks them."""
+    kept: list[bytes] = []
+    parked: list[Rejection] = []
+    for number, line in enumerate(src.text.split(b"\n")[:plan.last_line], start=1):
+        span = src.oversized.get(number)
+        if span is not None:
+            parked.append(oversized_rejection(span, max_event_bytes))
+            kept.append(b"")
+            continue
+        if line.strip():
+            try:
+                jsonwire.loads(line.rstrip(b"\r"))
+            except InputRejected as exc:
+                if exc.code in (INGEST_LOSSY_JSON, INGEST_TOO_DEEP):
+                    parked.append(Rejection(number, exc.code, exc.message, line))
+                    kept.append(b"")
+                    continue
+        kept.append(line)
+    body = b"\n".join(kept)
+    return (body + b"\n" if kept and plan.terminated else body), parked
+
+
+def whole_file_rejection(path: Path, code: str, reason: str, max_bytes: int, *,
+                         stopped_at: int | None = None) -> Rejection:
+    """A whole source file as one rejected record: its bytes as on disk when they fit
+    `max_bytes`, else a bounded record (length and digest of the file; the bytes stay in the
+    source)."""
+    size = path.stat().st_size
+    where = f" (reading stopped at decompressed offset {stopped_at})" \
+        if stopped_at is not None else ""
+    if size <= max_bytes:
+        return Rejection(0, code, reason + where, path.read_bytes())
+    digest = span_hasher()
+    with path.open("rb") as handle:
+        while chunk := handle.read(1 << 20):
+            digest.update(chunk)
+    return Rejection(0, code, f"{reason}{where} (file of {size} bytes kept as a bounded record: "
+                     "length and digest)", b"", digest=digest.hexdigest(), length=size, offset=0)
+
+
+def _is_whole_object(tail: bytes) -> bool:
+    try:
+        return isinstance(orjson.loads(tail), dict)
+    except orjson.JSONDecodeError:
+        return False
+
+
+def checked_import(imported: Any) -> list[tuple[dict[str, Any], list[dict[str, Any]], list[Rejection]]]:
+    """An importer's result, checked for the shape the edge relies on (else TypeError, which
+    the caller treats as the importer failing). Events must also be lossless JSON values."""
+    out = []
+    for item in imported:
+        header, events, rejections = item
+        if not isinstance(header, dict) or not isinstance(header.get("id"), str):
+            raise TypeError("an imported session has no header with a string id")
+        if not isinstance(events, list) or not all(
+                isinstance(e, dict) and isinstance(e.get("seq"), int)
+                and isinstance(e.get("type"), str) for e in events):
+            raise TypeError("imported events must be objects with an integer seq and a type")
+        if not all(isinstance(r, Rejection) for r in rejections):
+            raise TypeError("importer rejections must be Rejection records")
+        jsonwire.check_value(header)
+        for event in events:
+            orjson.dumps(event)  # the store must be able to write it (e.g. not nested too deep)
+        out.append((header, events, list(rejections)))
+    return out
+

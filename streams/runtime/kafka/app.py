@@ -1,0 +1,69 @@
+"""Transport: `build_app(settings)` — the faust app of the fold processor, no import side effects."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import faust
+
+from projections.errors import RecallError
+from streams.core.settings import Settings
+from streams.runtime.kafka.membership import instance_id
+from streams.runtime.kafka.producer import COMPRESSION
+from streams.runtime.kafka.topics import Topics
+
+BrokerFlavor = Literal["kafka", "tansu"]
+
+
+def faust_options(settings: Settings, *, flavor: BrokerFlavor = "kafka") -> dict[str, Any]:
+    """The faust settings we rely on; each one measured in docs/ENGINE-NOTES.md."""
+    options: dict[str, Any] = {
+        "broker": settings.broker,
+        "store": "memory://",
+        "datadir": str(settings.data_dir / "faust"),
+        # Session timeout bounds the first join on tansu (it holds JoinGroup for session/2) and
+        # the takeover after a crash; noida-db and Kafka reject anything below 6 s.
+        "broker_session_timeout": settings.session_timeout_s,
+        "broker_heartbeat_interval": settings.heartbeat_s,
+        # A rebalance waits this long for known members to rejoin; noida-db waits it out in full
+        # for a SIGKILLed member (faust's 60 s default stalled the takeover for a minute).
+        "broker_rebalance_timeout": max(10.0, 2 * settings.session_timeout_s),
+        "topic_partitions": settings.shards,
+        "topic_replication_factor": 1,
+        # tansu has no InitProducerId, so no transactions; every stage is idempotent instead.
+        "processing_guarantee": "at_least_once",
+        "web_enabled": False,
+        # Topics carry raw bytes; streams.runtime.kafka.codec is the only place that parses them.
+        "key_serializer": "raw",
+        "value_serializer": "raw",
+        # Standbys would double the changelog reads on a 2-core box; recovery replays instead.
+        "table_standby_replicas": 0,
+        "autodiscover": False,
+        # Static membership: a restarted worker takes its partitions back at once (see
+        # streams.runtime.kafka.membership; noida-db never expires a SIGKILLed dynamic member).
+        "consumer_group_instance_id": instance_id(settings, "fold"),
+    }
+    # The changelog's batches compressed like every other output (streams.runtime.kafka.producer).
+    # (tansu's ListOffsets under-reports a changelog's end after batched writes; the recovery
+    # reads the end from the log instead: streams.runtime.kafka.seam item 9.)
+    options["producer_compression_type"] = COMPRESSION
+    return options
+
+
+def build_app(settings: Settings, *, flavor: BrokerFlavor | None = None,
+              generation: int = 1) -> faust.App:
+    """A fresh faust App with the fold agent registered; nothing connects until it is started.
+    Installs the seam's process-wide behaviours (streams.runtime.kafka.seam), which the fold relies on."""
+    from streams.runtime.kafka import seam
+    from streams.runtime.kafka.agents import register_fold_agent
+
+    seam.install()
+    if not settings.broker:
+        raise RecallError("the Kafka runtime needs RECALL_BROKER (e.g. kafka://127.0.0.1:9092)",
+                          code="STREAM_NO_BROKER")
+    chosen: BrokerFlavor = flavor or getattr(settings, "broker_flavor", None) or "kafka"
+    topics = Topics.of(settings, generation)
+    app = faust.App(topics.fold_app_id, **faust_options(settings, flavor=chosen))
+    # Exposed for the worker's stats line and for tests; faust Apps accept extra attributes.
+    app.recall_fold = register_fold_agent(app, settings, topics)  # type: ignore[attr-defined]
+    return app

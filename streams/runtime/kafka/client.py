@@ -1,0 +1,435 @@
+"""Entry point for Kafka callers: `Recall.connect` — requests to query workers, ingest by
+publishing log lines to `<p>.events` (keyed by session id, header first, packed into segments)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import threading
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from projections.errors import (
+    INGEST_CORRUPT_COMPRESSION,
+    INGEST_FILE_TOO_LARGE,
+    INGEST_IMPORTER_FAILED,
+    INGEST_REWRITTEN_SOURCE,
+    INGEST_UNSUPPORTED_FORMAT,
+    RecallError,
+)
+from projections.logformat import Rejection
+from streams.core.errorlog import log_exception
+from streams.core.settings import Settings
+from streams.ingest.edge import (
+    SAVE_EVERY_FILES,
+    IngestReport,
+    ReadPlan,
+    checked_import,
+    detect_format,
+    iter_log_files,
+    oversized_rejection,
+    plan_reading,
+    planned_lines,
+    screen_foreign,
+    source_key,
+    whole_file_rejection,
+)
+from streams.ingest.sourcefile import SourceText, read_source
+from streams.runtime.kafka import seam
+from streams.runtime.kafka.codec import (
+    DeadLetter,
+    dead_letter_key,
+    encode_dead_letter,
+    encode_event_value,
+)
+from streams.runtime.kafka.producer import EventProducer
+from streams.runtime.kafka.query import run_sync
+from streams.runtime.kafka.rpc import Requester
+from streams.runtime.kafka.sent import SentFiles, fresh_records, target_of
+from streams.runtime.kafka.topics import Topics, bootstrap_servers, ensure_topics
+
+#: Largest file parked whole with its bytes in a dead letter (base64 in a JSON record, well under
+#: brokers' 1 MB default record limit); a larger one is parked as a bounded record.
+DEAD_LETTER_FILE_BYTES = 512 * 1024
+REWRITTEN_REASON = ("the file changed before the point already ingested; it was not merged "
+                    "(re-ingest it under a new session or restore the original)")
+
+
+class KafkaBackend:
+    """The facade's backend over Kafka: one background event loop, one reply partition."""
+
+    def __init__(self, settings: Settings, *, importers: Mapping[str, Any] | None = None,
+                 detect: Callable[[Path, bytes], str | None] | None = None) -> None:
+        seam.install()  # the client's reply consumer waits on empty fetches too
+        self.settings = settings
+        self.topics = Topics.of(settings)
+        self.bootstrap = bootstrap_servers(str(settings.broker))
+        self.importers = dict(importers or {})
+        self.detect = detect
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="recall-kafka",
+                                       daemon=True)
+        self.thread.start()
+        self.requester = Requester(self.bootstrap, self.topics.replies, settings.shards)
+        timeout = settings.request_timeout_s
+        try:
+            # Only the shared topics: a client must not re-create a retired generation's ones.
+            run_sync(self.loop, ensure_topics(self.bootstrap, self.topics,
+                                              names=self.topics.shared()), timeout)
+            run_sync(self.loop, self.requester.start(), timeout)
+        except BaseException:
+            self._stop_loop()
+            raise
+        self._producer: EventProducer | None = None
+        #: What each file published (shipper.json), opened on the first ingest.
+        self._sent: SentFiles | None = None
+        self.target = target_of(self.bootstrap, settings.topic_prefix)
+
+    def call(self, op: str, args: Mapping[str, Any]) -> Any:
+        deadline = time.time() + self.settings.request_timeout_s
+        # Reads are idempotent and re-sent if a rebalancing worker skipped them; a reference
+        # or an append (which append) is sent once.
+        send = (self.requester.request if op in ("prepare_reference", "append_events")
+                else self.requester.request_retrying)
+        result = run_sync(self.loop, send(self.topics.requests, op, dict(args),
+                                          deadline=deadline),
+                          self.settings.request_timeout_s + 5)
+        if op == "append_events" and result.get("seqs"):
+            # Read your writes: the worker numbers an append after the indexed log, so the next
+            # append must not start before this one is indexed.
+            self._wait_visible(str(args["sessionId"]), int(result["seqs"][-1]), deadline)
+        return result
+
+    # --- sessions recall writes ---------------------------------------------------------------
+
+    def create_session(self, header: Mapping[str, Any]) -> dict[str, Any]:
+        """Publish the header of a session recall writes (`writer: recall`) and wait until
+        the query workers read it."""
+        from streams.service.owned import SessionExists
+
+        session_id = str(header["id"])
+        deadline = time.time() + self.settings.request_timeout_s
+        if self.call("filter_sessions", {"filters": [{"kind": "id", "values": [session_id]}]}):
+            raise SessionExists(f"session {session_id!r} already exists")
+        record = (session_id.encode("utf-8"), encode_event_value(dict(header)))
+        run_sync(self.loop, self._publish(self._producer_started(), [record], "create", []),
+                 self.settings.request_timeout_s)
+        self._wait_visible(session_id, None, deadline)
+        return dict(header)
+
+    def _wait_visible(self, session_id: str, seq: int | None, deadline: float) -> None:
+        """Until the session (and its event `seq`) can be read from the index."""
+        while True:
+            with contextlib.suppress(RecallError):
+                if seq is None:
+                    if self.call("filter_sessions",
+                                 {"filters": [{"kind": "id", "values": [session_id]}]}):
+                        return
+                else:
+                    self.call("read_event", {"sessionId": session_id, "seq": seq})
+                    return
+            if time.time() > deadline:
+                raise RecallError(f"session {session_id!r} was published but is not readable "
+                                  "yet", code="RECALL_REQUEST_TIMEOUT",
+                                  hint="check that `recall worker` processes are running")
+            time.sleep(0.05)
+
+    # --- ingest: publish ----------------------------------------------------------------------
+
+    def _producer_started(self) -> EventProducer:
+        if self._producer is None:
+            async def start() -> EventProducer:
+                # aiokafka objects must be created on the loop that runs them.
+                producer = EventProducer(self.bootstrap, self.topics.events)
+                await producer.start()
+                return producer
+
+            self._producer = run_sync(self.loop, start(), self.settings.request_timeout_s)
+        return self._producer
+
+    def _sent_files(self) -> SentFiles:
+        if self._sent is None:
+            self._sent = SentFiles(Path(self.settings.data_dir),
+                                   lock_timeout_s=self.settings.lock_timeout_s)
+        return self._sent
+
+    def ingest(self, paths: Sequence[Path], *, fmt: str = "auto",
+               progress: Callable[[int, int], None] | None = None) -> IngestReport:
+        """Publish what is new in every file — a native log's new lines, a foreign file's new
+        imported events — to the events topic.
+
+        Files are read at the same edge as the embedded ingest (streams/ingest/edge.py): under the
+        caps (streams/ingest/sourcefile.py), an unterminated last line pending, foreign lines screened
+        (oversized, lossy, too deep) before the importer, an importer that raises parks its
+        file whole (INGEST_IMPORTER_FAILED), a file that cannot be read at all is parked whole.
+        What each file published is kept in the data dir's `shipper.json` (streams/runtime/kafka/sent.py,
+        under its writer lock, shared with `recall watch` and `recall hook` over Kafka): an
+        unchanged file is not read, a grown one continues after what was sent (an importer's
+        `resume`, or the events beyond those published), a changed prefix is reported as
+        rewritten, as in the embedded ingest. The fold validates, deduplicates and parks the
+        lines it rejects, so `eventsAdded` counts what was published."""
+        report = IngestReport()
+        files = list(iter_log_files(paths))
+        producer = self._producer_started()
+        sent = self._sent_files()
+        with sent.hold() as state:
+            for done, path in enumerate(files, start=1):
+                report.files += 1
+                key = source_key(path)
+                try:
+                    read = self._read(path, fmt, report, sent.seen(key, self.target))
+                except OSError as exc:  # vanished or unreadable: say so and go on
+                    report.unreadable.append({"source": key, "error":
+                                              f"{type(exc).__name__}: {exc.strerror or exc}"})
+                else:
+                    if read is not None:
+                        records, rejections, entry = read
+                        run_sync(self.loop, self._publish(producer, records, key, rejections),
+                                 self.settings.request_timeout_s * 4)
+                        report.count_rejections(rejections)
+                        if entry is not None:  # acked: remembered
+                            state[key] = entry
+                if done % SAVE_EVERY_FILES == 0:
+                    sent.save()
+                if progress is not None:
+                    progress(done, len(files))
+        return report
+
+    def _read(self, path: Path, fmt: str, report: IngestReport, seen: dict[str, Any],
+              ) -> tuple[list[tuple[bytes, bytes]], list[Rejection], dict[str, Any] | None] | None:
+        """One file → the records to publish (session id, line), the rejections this edge
+        parks itself, and the file's new entry (None: not remembered, retried next time);
+        None when the file is unchanged since it was last published."""
+        key = source_key(path)
+        limit = self.settings.max_event_bytes
+        stat = path.stat()
+        if seen.get("size") == stat.st_size and seen.get("mtime") == stat.st_mtime_ns:
+            report.unchanged += 1
+            if seen.get("pending"):
+                report.pending_sources.append(key)
+            return None
+
+        def whole_file(code: str, reason: str, stopped_at: int | None = None) -> Rejection:
+            report.lines += 1
+            report.parked_lines += 1
+            return whole_file_rejection(path, code, reason, min(limit, DEAD_LETTER_FILE_BYTES),
+                                        stopped_at=stopped_at)
+
+        consumed = int(seen.get("consumed") or 0)
+        src = read_source(path, max_line=limit, max_total=self.settings.max_file_bytes,
+                          checkpoint=consumed or None)
+        stamp = {"size": stat.st_size, "mtime": stat.st_mtime_ns, "target": self.target}
+        broken = src.corrupt or ("the zstd stream ends inside a frame (truncated)"
+                                 if src.truncated_frame else None)
+        if src.complete_end == 0 and broken:
+            return [], [whole_file(INGEST_CORRUPT_COMPRESSION,
+                                   f"{broken}; no complete line could be decoded")], \
+                {**seen, **stamp}
+        kind = fmt if fmt != "auto" else detect_format(path, src.text, self.detect)
+        if kind != "dsh" and kind not in self.importers:
+            return [], [whole_file(INGEST_UNSUPPORTED_FORMAT, f"no importer for format {kind!r} "
+                                   "(kept whole: the file's bytes)")], \
+                {**seen, **stamp, "format": kind}
+        # A whole-document format is rewritten whole as it grows: judged on its events, not bytes.
+        whole = kind != "dsh" and getattr(self.importers[kind], "whole_document", False) is True
+        if whole:
+            consumed = 0
+        if consumed and src.checkpoint_digest != seen.get("prefixHash"):
+            report.rewritten.append(key)
+            return [], [whole_file(INGEST_REWRITTEN_SOURCE, REWRITTEN_REASON)], \
+                {**seen, **stamp, "format": kind}
+        # lines read before: recorded, or (a native entry of an older shipper) counted
+        before = int(seen["lines"]) if "lines" in seen else src.text.count(b"\n", 0, consumed)
+        plan = plan_reading(src, {"lines": before} if before and not whole else None,
+                            whole=whole)
+        if kind == "dsh":
+            records, rejections, extra = self._native(src, plan, seen, report)
+        else:
+            imported = self._imported(key, path, src, plan, kind, seen, report)
+            if isinstance(imported, BaseException):
+                exc = imported
+                return [], [whole_file(INGEST_IMPORTER_FAILED, (
+                    f"the {kind} importer failed ({type(exc).__name__}: {str(exc)[:200]}); "
+                    "kept whole, retried on the next ingest"))], None
+            records, rejections, extra = imported
+        if src.over_limit:
+            rejections.append(whole_file(
+                INGEST_FILE_TOO_LARGE, f"reading stopped after {self.settings.max_file_bytes} "
+                "decompressed bytes (RECALL_MAX_FILE_BYTES); lines before that point were "
+                "ingested", src.complete_end))
+        elif broken:
+            rejections.append(whole_file(INGEST_CORRUPT_COMPRESSION, f"{broken}; the complete "
+                                         "lines before that point were ingested",
+                                         src.complete_end))
+        if plan.pending:
+            report.pending += 1
+            report.lines += 1
+            report.pending_sources.append(key)
+        entry = {**seen, **extra, **stamp, "format": kind, "consumed": plan.end,
+                 "prefixHash": plan.digest, "lines": plan.last_line, "pending": plan.pending}
+        return records, rejections, entry
+
+    def _native(self, src: SourceText, plan: ReadPlan, seen: dict[str, Any],
+                report: IngestReport,
+                ) -> tuple[list[tuple[bytes, bytes]], list[Rejection], dict[str, Any]]:
+        """Every new planned line under the header's session id (a bad header still goes out,
+        under an empty key, to be parked by the fold); a line over the cap is parked here as a
+        bounded record (never read whole; the fold then parks the session's later lines as
+        INGEST_SEQ_GAP)."""
+        lines = planned_lines(src, plan)
+        session = seen.get("sessionId") if plan.first_line > 1 else None
+        if lines and lines[0][0] == 1 and lines[0][1] is not None:
+            with contextlib.suppress(ValueError):
+                head = orjson.loads(lines[0][1])
+                if isinstance(head, dict) and isinstance(head.get("id"), str):
+                    session = head["id"]
+        key = str(session).encode("utf-8") if isinstance(session, str) else b""
+        if isinstance(session, str):
+            report.sessions.add(session)
+        records: list[tuple[bytes, bytes]] = []
+        rejections: list[Rejection] = []
+        for number, line in lines:
+            report.lines += 1
+            if line is None:
+                rejections.append(oversized_rejection(src.oversized[number],
+                                                      self.settings.max_event_bytes))
+                report.parked_lines += 1
+                continue
+            records.append((key, line))
+            if number == 1:
+                report.headers += 1
+            else:  # published; the fold judges it
+                report.lines_accepted += 1
+                report.events_added += 1
+        return records, rejections, {"sessionId": session}
+
+    def _imported(self, source: str, path: Path, src: SourceText, plan: ReadPlan, kind: str,
+                  seen: dict[str, Any], report: IngestReport,
+                  ) -> tuple[list[tuple[bytes, bytes]], list[Rejection], dict[str, Any]] \
+            | BaseException:
+        """What the importer's sessions add beyond what this file published (headers first),
+        with the lines the edge screened out and the importer's rejections of new lines; the
+        exception if the importer failed."""
+        text, screened = screen_foreign(src, plan, self.settings.max_event_bytes)
+        importer = self.importers[kind]
+        whole = getattr(importer, "whole_document", False) is True
+        # Optional `resume` (Aider): a grown file is mapped as a continuation of the lines
+        # published before, numbered after each session's published events.
+        resume = getattr(importer, "resume", None)
+        done = plan.first_line - 1
+        published = dict(seen.get("published") or {})
+        try:
+            imported = checked_import(
+                resume(text, source, done, lambda sid: int(published.get(sid, -1)) + 1)
+                if resume is not None and done > 0 else importer(text, source))
+        except Exception as exc:  # an importer bug must not end the run or lose the file
+            log_exception(exc, self.settings.data_dir,
+                          context=f"importer {kind} failed on {source}")
+            return exc
+        extra: dict[str, Any] = {k: seen[k] for k in ("published", "chains", "keys")
+                                 if k in seen}
+        fresh = fresh_records(imported, extra, resumed=resume is not None and done > 0,
+                              whole=whole, first_line=plan.first_line)
+        report.sessions.update(fresh.sessions)
+        report.events_added += fresh.events
+        rejections = [*fresh.rejections, *(r for r in screened if r.line >= plan.first_line)]
+        for sid, seq in fresh.conflicts[:1]:
+            # What this file published before is not a prefix of this import: it was
+            # rewritten, or an older importer version mapped it. Reported once per file, with
+            # the file's bytes, as the embedded ingest does.
+            report.rewritten.append(source)
+            report.lines += 1
+            report.parked_lines += 1
+            rejections.append(whole_file_rejection(path, INGEST_REWRITTEN_SOURCE, (
+                f"session {sid}: seq {seq} imported before differs from a new import of this "
+                "file (the file was rewritten, or an older importer version imported it); not "
+                "merged: see streams/ingest/importers/MAPPING.md, Re-importing"),
+                min(self.settings.max_event_bytes, DEAD_LETTER_FILE_BYTES)))
+        # the same line accounting as the embedded edge: a line taken is parked or imported
+        taken = {n for n, _ in planned_lines(src, plan)}
+        parked_now = len(taken & {r.line for r in rejections})
+        report.lines += len(taken)
+        report.parked_lines += parked_now
+        report.lines_accepted += len(taken) - parked_now
+        return fresh.records, rejections, extra
+
+    async def _publish(self, producer: EventProducer, records: Sequence[tuple[bytes, bytes]],
+                       source: str, rejections: Sequence[Rejection]) -> None:
+        """Records (session id, line) in order, each session's consecutive lines packed into
+        segments (a session without a readable id goes out under an empty key, to be parked by
+        the fold); then the rejections; then the acks."""
+        for session, run in itertools.groupby(records, key=lambda record: record[0]):
+            await producer.send_lines(session.decode("utf-8", "replace"),
+                                      [line for _, line in run])
+        futures = []
+        for r in rejections:
+            reason = r.reason if not r.bounded else (
+                f"{r.reason} (bounded record: offset {r.offset}, length {r.length}, blake2b-256 "
+                f"{r.digest}; the bytes stay in the source)")
+            letter = DeadLetter.of(topic=f"import:{source}", partition=0, offset=r.line, key=None,
+                                   value=None if r.bounded else r.raw, code=r.code, reason=reason)
+            futures.append(await producer.producer.send(
+                self.topics.dead_letter, encode_dead_letter(letter), key=dead_letter_key(letter)))
+        await producer.flush()
+        for future in futures:
+            await future
+
+    # --- jobs ---------------------------------------------------------------------------------
+
+    def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        """Build the next generation beside the live one, swap, and wait until the query
+        workers serve it (see streams.runtime.kafka.rebuild)."""
+        from streams.runtime.kafka import rebuild
+
+        return self._job(rebuild.reindex, progress)
+
+    def replay(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+        """Rebuild all derived state from the earliest offsets into a fresh generation."""
+        from streams.runtime.kafka import rebuild
+
+        return self._job(rebuild.replay, progress)
+
+    def _job(self, job: Callable[..., Any],
+             progress: Callable[[int, int], None] | None) -> dict[str, Any]:
+        # No deadline for the job itself: it raises STREAM_JOB_STALLED when the fleet stops
+        # making progress, and Ctrl-C interrupts it (a rerun resumes).
+        result: dict[str, Any] = asyncio.run_coroutine_threadsafe(
+            job(self.settings, progress), self.loop).result()
+        deadline = time.monotonic() + self.settings.job_stall_s
+        while True:  # the workers restart into the new generation; wait until they serve it
+            with contextlib.suppress(RecallError):
+                if self.call("index_generation", {})["generation"] == result["generation"]:
+                    break
+            if time.monotonic() > deadline:
+                raise RecallError(f"the query workers did not switch to {result['generation']}",
+                                  code="STREAM_JOB_STALLED",
+                                  hint="check that `recall worker` processes are running")
+            time.sleep(0.1)  # each look is one request; the switch takes ~1 s
+        result["removed"] = []  # retired generations are deleted by the workers, later
+        digest = self.call("index_digest", {})
+        result.setdefault("eventsIndexed", digest.get("events"))
+        return {**result, **digest}
+
+    def dead_letters(self) -> list[dict[str, Any]]:
+        """Every letter on the dead-letter topic, in the embedded file's record shape."""
+        from streams.runtime.kafka.deadletters import read_dead_letters
+
+        letters: list[dict[str, Any]] = run_sync(
+            self.loop, read_dead_letters(self.bootstrap, self.topics),
+            self.settings.request_timeout_s * 4)
+        return letters
+
+    def close(self) -> None:
+        if self._producer is not None:
+            run_sync(self.loop, self._producer.stop(), 10)
+        run_sync(self.loop, self.requester.stop(), 10)
+        self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=5)

@@ -1,0 +1,182 @@
+"""Request handling over Kafka: the query role. Takes requests from `<p>.requests` (any worker
+of the `<p>.query` group), answers them by scattering to shard owners, replies to `replyTo`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+from indexer.routing import shard_of
+from projections.errors import RecallError
+from streams.core.settings import Settings
+from streams.runtime.kafka.codec import (
+    Request,
+    decode_request,
+    encode_event_value,
+    encode_reply,
+    encode_segment,
+    error_reply,
+    ok_reply,
+)
+from streams.runtime.kafka.fleet import fleet_cursor_key
+from streams.runtime.kafka.membership import instance_id
+from streams.runtime.kafka.query import CoordinatorBackend, RemoteQuery, run_sync
+from streams.runtime.kafka.rpc import TIMEOUT, FirstSight, Requester, failure_reply, parse_reply_to
+from streams.runtime.kafka.topics import Topics, bootstrap_servers
+from streams.service.operations import dispatch
+from streams.service.reference import number_events
+
+log = logging.getLogger("recall.query")
+#: Requests handled at once per worker; each holds a thread while it waits for shard owners.
+CONCURRENCY = 8
+
+
+class QueryCoordinator:
+    """The query role of `recall worker`."""
+
+    def __init__(self, settings: Settings, generation: int = 1) -> None:
+        self.settings = settings
+        # Requests scatter to the shard owners of the live generation only.
+        self.topics = Topics.of(settings, generation)
+        self.bootstrap = bootstrap_servers(str(settings.broker))
+        self.shard_topic = self.topics.shard_requests
+        self.producer: AIOKafkaProducer | None = None
+        self.requester: Requester | None = None
+        self.loop: asyncio.AbstractEventLoop | None = None
+        self.remote: RemoteQuery | None = None
+        self._slots = asyncio.Semaphore(CONCURRENCY)
+        self._taken = FirstSight()
+        self._local = threading.local()  # each request's deadline, per handling thread
+
+    def switch(self, generation: int) -> None:
+        """Scatter to `generation`'s shard owners from the next request on (a request in
+        flight finishes with the generation it started with)."""
+        self.topics = Topics.of(self.settings, generation)
+        self.shard_topic = self.topics.shard_requests
+
+    async def run(self, stop: asyncio.Event) -> None:
+        self.loop = asyncio.get_running_loop()
+        key = await fleet_cursor_key(self.bootstrap, self.settings.topic_prefix)
+        self.producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all", linger_ms=0)
+        await self.producer.start()
+        self.requester = Requester(self.bootstrap, self.topics.replies, self.settings.shards,
+                                   producer=self.producer)
+        await self.requester.start()
+        self.remote = RemoteQuery(self.settings, key, self._call_shard, self._scatter)
+        consumer = AIOKafkaConsumer(
+            self.topics.requests, bootstrap_servers=self.bootstrap,
+            group_id=f"{self.settings.topic_prefix}.query", auto_offset_reset="latest",
+            group_instance_id=instance_id(self.settings, "query"),
+            # No commits: a request is worth answering only now, and a commit failing during a
+            # rebalance makes aiokafka rejoin under a new member id (static membership fences
+            # the old one). Callers re-send on timeout.
+            enable_auto_commit=False, fetch_max_wait_ms=200,
+            session_timeout_ms=int(self.settings.session_timeout_s * 1000),
+            heartbeat_interval_ms=int(self.settings.heartbeat_s * 1000))
+        await consumer.start()
+        tasks: set[asyncio.Task[None]] = set()
+        try:
+            while not stop.is_set():
+                batches = await consumer.getmany(timeout_ms=200)
+                for records in batches.values():
+                    for record in records:
+                        await self._slots.acquire()
+                        task = asyncio.create_task(self._serve(record.value or b""))
+                        tasks.add(task)
+                        task.add_done_callback(tasks.discard)
+        finally:
+            for task in list(tasks):
+                task.cancel()
+            await consumer.stop()
+            await self.requester.stop()
+            await self.producer.stop()
+
+    async def _serve(self, value: bytes) -> None:
+        try:
+            try:
+                request = decode_request(value)
+            except RecallError as exc:
+                log.warning("unreadable request parked: %s", exc)
+                return
+            if not self._taken.first(request.id):
+                return  # a requester's next attempt of a request this worker took
+            reply = await self._answer(request)
+            topic, partition = parse_reply_to(request.reply_to)
+            assert self.producer is not None
+            await self.producer.send_and_wait(topic, encode_reply(reply), partition=partition)
+        except Exception:
+            log.exception("request failed")
+        finally:
+            self._slots.release()
+
+    async def _answer(self, request: Request) -> Any:
+        deadline = request.deadline_ms / 1000
+        if time.time() >= deadline:
+            return error_reply(request.id, TIMEOUT, "the request's deadline passed before a "
+                               "worker took it")
+        try:
+            result = await asyncio.wait_for(
+                asyncio.to_thread(self._handle, request.op, request.args, deadline),
+                max(0.0, deadline - time.time()))
+            return ok_reply(request.id, result)
+        except TimeoutError:
+            return error_reply(request.id, TIMEOUT, f"{request.op}: not answered within the "
+                               "deadline (no partial result)")
+        except Exception as exc:
+            return failure_reply(request.id, exc, self.settings.data_dir)
+
+    # --- runs in a worker thread --------------------------------------------------------------
+
+    def _handle(self, op: str, args: Mapping[str, Any], deadline: float) -> Any:
+        self._local.deadline = deadline
+        assert self.remote is not None
+        return dispatch(CoordinatorBackend(self.remote, self._append,
+                                           f"gen-{self.topics.generation:06d}"), op, args)
+
+    def _remaining(self) -> float:
+        deadline = getattr(self._local, "deadline", time.time() + self.settings.request_timeout_s)
+        return max(0.001, deadline - time.time())
+
+    def _call_shard(self, shard: int, op: str, args: dict[str, Any]) -> Any:
+        assert self.requester is not None and self.loop is not None
+        return run_sync(self.loop, self.requester.request_retrying(
+            self.shard_topic, op, {**args, "shard": shard}, deadline=time.time() +
+            self._remaining(), partition=shard), self._remaining() + 1)
+
+    def _scatter(self, op: str, args: dict[str, Any]) -> list[Any]:
+        assert self.requester is not None and self.loop is not None
+        requester = self.requester
+        deadline = time.time() + self._remaining()
+
+        async def gather() -> list[Any]:
+            return list(await asyncio.gather(*(
+                requester.request_retrying(self.shard_topic, op, {**args, "shard": k},
+                                           deadline=deadline, partition=k)
+                for k in range(self.settings.shards))))
+
+        return list(run_sync(self.loop, gather(), self._remaining() + 1))
+
+    def _append(self, session_id: str, events: Sequence[Mapping[str, Any]]) -> list[int]:
+        """Reference appends: numbered after the indexed log and produced to the session's
+        events partition; the fold's seq check makes a retried append harmless."""
+        assert self.remote is not None and self.producer is not None and self.loop is not None
+        last = self.remote.read_surface(session_id)["capturedThroughSeq"]
+        numbered = number_events(0 if last is None else last + 1, events)
+        producer = self.producer
+        partition = shard_of(session_id, self.settings.shards)
+
+        async def send() -> None:
+            # one segment: the appends land together or not at all
+            await producer.send_and_wait(
+                self.topics.events, encode_segment([encode_event_value(e) for e in numbered]),
+                key=session_id.encode("utf-8"), partition=partition)
+
+        run_sync(self.loop, send(), self._remaining() + 1)
+        return [int(e["seq"]) for e in numbered]

@@ -1,0 +1,188 @@
+"""Request handling over Kafka: shard owners answer shard requests; coordinators answer requests.
+
+A request on `<p>.requests` is taken by any query worker (the coordinator). Cross-session
+operations scatter to every partition of `<p>.shard-requests`, whose partition k is read by the
+owner of shard k (the index consumer, co-partitioned with `<p>.documents`), and are merged with
+the embedded runtime's exact ranking (indexer.scatter). Single-session operations are forwarded
+whole to the one owner. The JSON that comes back equals the embedded runtime's.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from indexer import QueryService, ShardSet
+from indexer.digest import combine_digests, session_digests
+from indexer.routing import shard_of
+from indexer.scatter import (
+    Coordinator,
+    answer_shard_headers,
+    answer_shard_listing,
+    answer_shard_op,
+    answer_shard_search,
+)
+from projections.errors import SessionQueryError
+from streams.core.settings import Settings
+from streams.service.operations import dispatch
+from streams.service.reference import ReferenceService
+
+#: Operations a shard owner answers from its local shard (single-session ones run whole).
+SINGLE_SESSION_OPS = ("search_events", "read_session", "read_surface", "read_event",
+                      "trace_event", "filter_events")
+
+
+class _Local:
+    """Backend shape for `dispatch` over a local QueryService (shard-owner side)."""
+
+    def __init__(self, query: QueryService) -> None:
+        self._query = query
+
+    def query(self) -> QueryService:
+        return self._query
+
+    def reference(self) -> Any:
+        raise SessionQueryError("references are prepared by coordinators",
+                                code="RECALL_UNKNOWN_OPERATION")
+
+    def generation(self) -> str:
+        raise SessionQueryError("the generation is answered by coordinators",
+                                code="RECALL_UNKNOWN_OPERATION")
+
+
+def answer_shard_request(shards: ShardSet, query: QueryService, op: str,
+                         args: Mapping[str, Any]) -> Any:
+    """Owner side of `<p>.shard-requests`: answer from the local shard `args.shard`."""
+    if op in SINGLE_SESSION_OPS:
+        return dispatch(_Local(query), op, args)
+    shard = shards.shards[int(args["shard"])]
+    if op == "shard.search":
+        return answer_shard_search(shard, args["plan"])
+    if op == "shard.listing":
+        return answer_shard_listing(shard, args.get("filters"), int(args["liveSince"]))
+    if op == "shard.headers":
+        return answer_shard_headers(shard)
+    if op == "shard.digest":
+        # In this process, one shard at a time: the index role keeps a core for indexing (with
+        # the digest helpers on both cores, the generation switch right after a reindex, whose
+        # reply carries a digest, took 5-7 s instead of 3.4: bench/pipeline.py)
+        return session_digests([shard], parallel=False)
+    answered = answer_shard_op(shard, op, args)  # the listing's summary-title questions
+    if answered is not None:
+        return answered
+    raise SessionQueryError(f"unknown shard operation {op!r}", code="RECALL_UNKNOWN_OPERATION")
+
+
+def session_of(op: str, args: Mapping[str, Any]) -> str:
+    value = args.get("request", {}).get("sessionId") if op == "search_events" else args.get(
+        "sessionId")
+    if not isinstance(value, str):
+        raise SessionQueryError("sessionId must be a string", code="SESSION_QUERY_INVALID_FILTER")
+    return value
+
+
+class RemoteQuery:
+    """QueryService's interface, answered by shard owners over Kafka (coordinator side).
+
+    `call(shard, op, args)` and `scatter(op, args)` are synchronous: the coordinator runs each
+    request in a worker thread and they block on the event loop's futures."""
+
+    def __init__(self, settings: Settings, key: bytes,
+                 call: Callable[[int, str, dict[str, Any]], Any],
+                 scatter: Callable[[str, dict[str, Any]], list[Any]],
+                 clock: Callable[[], float] = time.time) -> None:
+        from streams.runtime.embedded.runtime import index_config
+
+        self.settings = settings
+        self.shards = settings.shards
+        self.coordinator = Coordinator(index_config(settings), key, scatter=scatter)
+        self.call = call
+        self.scatter = scatter
+        self.clock = clock
+
+    def _now(self, now_ms: int | None) -> int:
+        return int(self.clock() * 1000) if now_ms is None else now_ms
+
+    def _route(self, op: str, args: dict[str, Any]) -> Any:
+        return self.call(shard_of(session_of(op, args), self.shards), op, args)
+
+    def search_sessions(self, request: Any, *, now_ms: int | None = None) -> dict[str, Any]:
+        return self.coordinator.search_sessions(
+            request, now_ms=self._now(now_ms),
+            scatter=lambda plan: self.scatter("shard.search", {"plan": plan}))
+
+    def search_events(self, request: Any, *, now_ms: int | None = None) -> dict[str, Any]:
+        args: dict[str, Any] = {"request": request}
+        if now_ms is not None:
+            args["nowMs"] = now_ms
+        if not isinstance(request, Mapping):
+            raise SessionQueryError("request must be an object", code="SESSION_QUERY_INVALID_QUERY")
+        return dict(self._route("search_events", args))
+
+    def list_sessions(self, *, now_ms: int | None = None) -> list[dict[str, Any]]:
+        return self.filter_sessions(None, now_ms=now_ms)
+
+    def filter_sessions(self, filters: Any, *, now_ms: int | None = None) -> list[dict[str, Any]]:
+        now = self._now(now_ms)
+        if filters is not None:
+            self.coordinator.check_listing_filters(filters)
+        answers = self.scatter("shard.listing", {
+            "filters": filters, "liveSince": now - self.coordinator.config.live_window_ms})
+        return self.coordinator.listing(answers, now)
+
+    def trace_session(self, session_id: str) -> dict[str, Any]:
+        return self.coordinator.trace_session(self.scatter("shard.headers", {}), session_id)
+
+    def read_session(self, session_id: str) -> dict[str, Any]:
+        return dict(self._route("read_session", {"sessionId": session_id}))
+
+    def read_surface(self, session_id: str) -> dict[str, Any]:
+        return dict(self._route("read_surface", {"sessionId": session_id}))
+
+    def read_event(self, request: dict[str, Any]) -> dict[str, Any]:
+        return dict(self._route("read_event", dict(request)))
+
+    def trace_event(self, session_id: str, seq: int) -> dict[str, Any]:
+        return dict(self._route("trace_event", {"sessionId": session_id, "seq": seq}))
+
+    def filter_events(self, session_id: str, filters: Any) -> dict[str, Any]:
+        return dict(self._route("filter_events", {"sessionId": session_id, "filters": filters}))
+
+    def index_digest(self) -> dict[str, Any]:
+        return combine_digests(self.scatter("shard.digest", {}))
+
+    def close(self) -> None:
+        """Nothing to release: the transport belongs to the worker."""
+
+
+class CoordinatorBackend:
+    """Backend shape for `dispatch` on a coordinator: remote reads, references appended by
+    producing to `<p>.events`."""
+
+    def __init__(self, remote: RemoteQuery,
+                 append: Callable[[str, Sequence[Mapping[str, Any]]], list[int]],
+                 generation: str = "gen-000001") -> None:
+        self._query = remote
+        self._generation = generation
+        settings = remote.settings
+        self._reference = ReferenceService(
+            remote, append, max_references=settings.max_references,
+            max_reference_bytes=settings.max_reference_bytes,
+            candidate_limit=settings.candidate_limit)
+
+    def query(self) -> RemoteQuery:
+        return self._query
+
+    def reference(self) -> ReferenceService:
+        return self._reference
+
+    def generation(self) -> str:
+        """The live generation this coordinator scatters to."""
+        return self._generation
+
+
+def run_sync(loop: asyncio.AbstractEventLoop, coro: Any, timeout: float) -> Any:
+    """Block a worker thread on a coroutine scheduled on `loop`."""
+    return asyncio.run_coroutine_threadsafe(coro, loop).result(timeout)

@@ -1,5 +1,0 @@
-"""Presentation edge for people: `recall ui`, server-rendered pages over the `Recall` facade.
-
-`streams.ui.app` needs the optional `ui` extra (jinja2, Starlette, uvicorn); `streams.ui.pages`
-(what each page shows, as plain data) needs nothing beyond the core.
-"""
