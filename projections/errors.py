@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+# The name `pip install` knows this project by (pyproject.toml [project] name): "session-recall"
+# on PyPI is someone else's project, so an install hint naming it would install the wrong software.
+DISTRIBUTION = "agent-session-recall"
+
 # Codes for rejected input records (ours: docs/PROTOCOL.md names only query/reference codes). They are
 # stable: dead-letter records and `--json` output carry them, and scripts match on them.
 INGEST_MALFORMED_JSON = "INGEST_MALFORMED_JSON"
@@ -122,7 +126,7 @@ class MissingExtra(RecallError):
     def __init__(self, extra: str, module: str) -> None:
         super().__init__(f"this command needs the '{extra}' extra (module {module!r} is not "
                          "installed)",
-                         hint=f"pip install 'session-recall[{extra}]' (or, in a checkout, "
+                         hint=f"pip install '{DISTRIBUTION}[{extra}]' (or, in a checkout, "
                               f"pip install -e '.[{extra}]'; `make setup` installs every extra)")
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import orjson
 import pytest
 from click.testing import CliRunner
+from distribution import declared_distribution
 
 from streams.faces.cli.main import main
 
@@ -139,5 +140,5 @@ def test_mcp_without_its_extra_says_what_to_install(tmp_path: Path,
     result = CliRunner().invoke(main, ["--data-dir", str(tmp_path / "d"), "mcp"])
     assert result.exit_code == 1, result.output
     assert "RECALL_MISSING_EXTRA" in result.output
-    assert "pip install 'session-recall[mcp]'" in result.output
+    assert f"pip install '{declared_distribution()}[mcp]'" in result.output
     assert "Traceback" not in result.output

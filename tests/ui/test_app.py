@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 import pytest
 from click.testing import CliRunner
+from distribution import declared_distribution
 from starlette.testclient import TestClient
 
 from projections.errors import RecallError
@@ -156,7 +157,7 @@ def test_missing_extra_is_a_clear_error(monkeypatch: pytest.MonkeyPatch) -> None
     with pytest.raises(RecallError) as caught:
         require_extra()
     assert caught.value.code == "RECALL_MISSING_EXTRA"
-    assert "pip install 'session-recall[ui]'" in caught.value.hint
+    assert f"pip install '{declared_distribution()}[ui]'" in caught.value.hint
     result = CliRunner().invoke(main, ["ui", "--json"])
     assert '"RECALL_MISSING_EXTRA"' in result.output
 

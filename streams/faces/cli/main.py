@@ -25,6 +25,7 @@ from rich.text import Text
 
 from projections import jsonwire
 from projections.errors import (
+    DISTRIBUTION,
     EXIT_ERROR,
     EXIT_USAGE,
     InputRejected,
@@ -185,7 +186,7 @@ def open_recall(ctx: click.Context) -> Iterator[Recall]:
 
 
 @click.group(cls=RecallGroup, context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(package_name="session-recall")
+@click.version_option(package_name=DISTRIBUTION)
 @click.option("--data-dir", type=SafePath(path_type=Path), envvar="RECALL_DATA_DIR",
               help="Embedded store, dead letters and index shards [env RECALL_DATA_DIR].")
 @click.option("--broker", envvar="RECALL_BROKER", type=TEXT,
