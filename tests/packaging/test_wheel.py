@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import venv
 from pathlib import Path
 
 import pytest
+from distribution import declared_distribution
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -35,13 +37,15 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str,
     env["RECALL_DATA_DIR"] = str(work / "data")
     run([sys.executable, "-m", "build", "--wheel", "--outdir", str(work / "dist"), str(ROOT)],
         cwd=work, env=env)
-    wheels = list((work / "dist").glob("session_recall-*.whl"))
+    wheel_name = declared_distribution().replace("-", "_")
+    wheels = list((work / "dist").glob(f"{wheel_name}-*.whl"))
     assert len(wheels) == 1
     venv.create(work / "venv", with_pip=True)
     bin_dir = work / "venv" / "bin"
     run([str(bin_dir / "python"), "-m", "pip", "install", "-q", f"{wheels[0]}[mcp]"],
         cwd=work, env=env)
     env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    env["RECALL_TEST_WHEEL_DIR"] = str(work / "dist")
     return bin_dir, env
 
 
@@ -73,3 +77,22 @@ def test_every_entry_point_runs_from_the_installed_wheel(
     assert page["items"][0]["bestMatch"]["sessionId"] == "ci-billing-2025-11-24"
     for command in ("mcp", "worker", "ingest", "search", "reference"):
         assert "Usage:" in run([recall, command, "--help"], tmp_path, env).stdout
+
+
+def test_the_missing_extra_hint_installs_this_project(
+        installed: tuple[Path, dict[str, str]], tmp_path: Path) -> None:
+    """The hint's `pip install 'NAME[ui]'`, run as printed (PyPI, plus the built wheel as a local
+    index), must add the extra to this project: a NAME that PyPI gives to another project would
+    replace `recall` with that project's newer release. Runs last: it changes the venv."""
+    bin_dir, env = installed
+    recall = str(bin_dir / "recall")
+    failed = subprocess.run([recall, "ui", "--json"], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert failed.returncode == 1 and "RECALL_MISSING_EXTRA" in failed.stdout + failed.stderr
+    hint = re.search(r"pip install '([A-Za-z0-9._-]+)\[ui\]'", failed.stdout + failed.stderr)
+    assert hint, failed.stdout + failed.stderr
+    assert hint.group(1) == declared_distribution()
+    run([str(bin_dir / "python"), "-m", "pip", "install", "-q", "--find-links",
+         env["RECALL_TEST_WHEEL_DIR"], f"{hint.group(1)}[ui]"], cwd=tmp_path, env=env)
+    assert "0.1.0" in run([recall, "--version"], tmp_path, env).stdout
+    assert "Usage:" in run([recall, "ui", "--help"], tmp_path, env).stdout
