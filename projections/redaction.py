@@ -21,7 +21,8 @@ import orjson
 from ahocorasick_rs import BytesAhoCorasick, Implementation
 
 #: Bump when this module's semantics change (the fingerprint then changes and indexes rebuild).
-ENGINE_VERSION = 1
+#: 2: a bounded rule's neighbours are ASCII letters and digits only (a token glued to `我`/`é`).
+ENGINE_VERSION = 2
 MARKER_PREFIX = "[redacted:"
 #: A kind names what was found: lowercase words joined by hyphens (`github-token`).
 KIND = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
@@ -31,6 +32,12 @@ MARKER_BYTES = re.compile(rb"\[redacted:([a-z0-9]+(?:-[a-z0-9]+)*)\]")
 OFF = "off"
 
 Check = Callable[[str], bool]
+
+
+def _glue(char: str) -> bool:
+    """Whether `char` would make a token beside it part of a longer blob (ASCII letter or digit:
+    `str.isalnum` would count every script's letters and keep `密钥AKIA…` in clear)."""
+    return char.isascii() and char.isalnum()
 
 
 def marker(kind: str) -> str:
@@ -43,9 +50,11 @@ class Rule:
     """One detector: where the secret is in a match of `pattern` and when a match counts.
 
     `group` names the group holding the secret (a tuple: the first of those that matched; None:
-    the first non-empty group, else the whole match — detect-secrets' convention). `hints` are literal substrings at least one of which
-    every match contains (a fast pre-filter; empty means always run). `bounded` rejects a secret
-    glued to more letters or digits (a token pattern inside a longer blob). `check` is a last
+    the first non-empty group, else the whole match — detect-secrets' convention). `hints` are
+    literal substrings at least one of which every match contains (a fast pre-filter; empty means
+    always run). `bounded` rejects a secret glued to more ASCII letters or digits (a token pattern
+    inside a longer blob: blobs are ASCII, while prose in any script may touch a token, as in
+    `令牌ghp_…`). `check` is a last
     word on the secret's value; `origin` says where the rule comes from (fingerprinted)."""
 
     kind: str
@@ -95,8 +104,8 @@ class Rule:
             start, end = match.span(group)
             if start >= end:
                 continue
-            if self.bounded and ((start > 0 and text[start - 1].isalnum())
-                                 or (end < len(text) and text[end].isalnum())):
+            if self.bounded and ((start > 0 and _glue(text[start - 1]))
+                                 or (end < len(text) and _glue(text[end]))):
                 continue
             value = text[start:end]
             if MARKER_PREFIX in value:

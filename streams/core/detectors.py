@@ -17,6 +17,7 @@ tests/streams/test_detectors.py (git SHAs, UUIDs, lockfile hashes, base64 stay).
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 from collections import Counter
@@ -52,6 +53,12 @@ def cased(*words: str) -> tuple[str, ...]:
     for word in words:
         out.extend((word.lower(), word[:1].upper() + word[1:].lower(), word.upper()))
     return tuple(dict.fromkeys(out))
+
+
+def any_case(word: str) -> tuple[str, ...]:
+    """Every upper/lower spelling of `word` (`PassWord` as well as `password`): anchors for a
+    word whose case a writer chooses freely; a short word, as the count is 2**len."""
+    return tuple("".join(c) for c in itertools.product(*((ch.lower(), ch.upper()) for ch in word)))
 
 
 # --- value checks (the false-positive side) ------------------------------------------------------
@@ -124,6 +131,11 @@ def is_bearer_token(value: str) -> bool:
     return len(value) >= 16 and any(c.isdigit() for c in value) and not is_placeholder(value)
 
 
+def is_session_cookie(value: str) -> bool:
+    """A login cookie's value: bearer-like, not a UUID (a session id that names a record)."""
+    return is_bearer_token(value) and not is_potential_uuid(value)
+
+
 # --- the catalogue -------------------------------------------------------------------------------
 
 _DS = "detect-secrets"
@@ -134,13 +146,18 @@ def _plugin_rules(plugin: type, kind: str, hints: Sequence[tuple[str, ...]], *,
     """One rule per pattern of a detect-secrets detector (`hints[i]` for `denylist[i]`). The
     secret is the whole match unless `groups` says otherwise (detect-secrets reports the first
     group, which for a prefix alternation like `(ghp|gho)_…` is only the prefix)."""
-    patterns = list(plugin.denylist)  # type: ignore[attr-defined]
+    # ASCII classes: detect-secrets' `\w`/`\b` would take `我` or `é` for part of a token.
+    patterns = [_ascii(p) for p in plugin.denylist]  # type: ignore[attr-defined]
     if len(patterns) != len(hints):
         raise AssertionError(f"{plugin.__name__} has {len(patterns)} patterns; the catalogue "
                              f"lists hints for {len(hints)} (detect-secrets changed: review it)")
     return [Rule(kind, pattern, group=g, hints=h, bounded=bounded, check=is_token,
                  origin=f"{_DS}:{plugin.__name__}")
             for pattern, h, g in zip(patterns, hints, groups or [0] * len(patterns), strict=True)]
+
+
+def _ascii(pattern: re.Pattern[str]) -> re.Pattern[str]:
+    return re.compile(pattern.pattern, (pattern.flags & ~re.UNICODE) | re.ASCII)
 
 
 def library_rules() -> list[Rule]:
@@ -176,6 +193,7 @@ def library_rules() -> list[Rule]:
 
 
 _SECRET_WORDS = (r"api[_-]?key|apikey|secret(?:[_-]?key)?|client[_-]?secret|passw(?:or)?d|pwd|"
+                 r"passphrase|"
                  r"(?:access|auth|refresh|bearer|session|api)?[_-]?token|private[_-]?key|"
                  r"access[_-]?key|credentials?|auth[_-]?key|signing[_-]?key|encryption[_-]?key")
 #: A key that *ends* in a secret word: `db_password`, `apiKey`, `GITHUB_TOKEN` — not `tokenCount`.
@@ -187,14 +205,15 @@ _KEY_QUALIFIERS = ("api", "Api", "API", "private", "Private", "PRIVATE", "access
                    "ACCESS", "auth", "Auth", "AUTH", "signing", "Signing", "SIGNING", "encryption",
                    "Encryption", "ENCRYPTION", "secret", "Secret", "SECRET")
 _KEY_WORD = ("(?:" + "|".join(_KEY_QUALIFIERS) + r")[_-]?(?:key|Key|KEY)|apikey|APIKEY|"
-             r"[Ss]ecret|SECRET|[Pp]assw(?:or)?d|PASSW(?:OR)?D|[Pp]wd|PWD|[Tt]oken|TOKEN|"
+             r"[Ss]ecret|SECRET|(?i:passw(?:or)?d|passphrase)|[Pp]wd|PWD|[Tt]oken|TOKEN|"
              r"[Cc]redentials?|CREDENTIALS?")
 #: Hints of the key rule (JSON keys): the words such a key ends with. Of the assignment rule:
 #: the words' starts (it is anchored there).
 _KEY_HINTS = cased("key", "secret", "password", "passwd", "pwd", "token", "credential",
-                   "credentials")
+                   "credentials", "passphrase")
 _ASSIGNMENT_HINTS = tuple(dict.fromkeys((*_KEY_QUALIFIERS, "apikey", "APIKEY",
-                                         *cased("passw", "pwd", "token", "credential"))))
+                                         *any_case("passw"), *any_case("passp"),
+                                         *cased("pwd", "token", "credential"))))
 #: A secret-named environment variable: one of its `_`-separated words is TOKEN, SECRET,
 #: PASSWORD… or it ends in a qualified KEY (`OPENAI_API_KEY`, `AWS_SECRET_ACCESS_KEY`) — so not
 #: `MAX_TOKENS`, `TOKENIZERS_PARALLELISM` or `KEY_PATH`. The match starts at that word (the rule
@@ -222,11 +241,12 @@ def agent_log_rules() -> list[Rule]:
 
     return [
         # The whole block, body included; a block cut short (no END line) to its last base64 line.
-        # Line breaks may be real or JSON-escaped (`\n` inside a quoted string in a string).
+        # Line breaks may be real or escaped once or more (`\n`, `\\n`: a quoted string inside a
+        # string, as a tool's JSON output quoted again).
         own("private-key",
             r"-----BEGIN[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----"
-            r"(?:(?:\\[nr]|\s)+(?:[A-Za-z0-9+/=]{16,}|[A-Za-z-]+:[^\n\\]*))+"
-            r"(?:(?:\\[nr]|\s)+-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----)?",
+            r"(?:(?:\\+[nr]|\s)+(?:[A-Za-z0-9+/=]{16,}|[A-Za-z-]+:[^\n\\]*))+"
+            r"(?:(?:\\+[nr]|\s)+-----END[ A-Z0-9]*PRIVATE KEY(?: BLOCK)?-----)?",
             hints=("PRIVATE KEY",)),
         own("anthropic-key", r"sk-ant-[a-z]+[0-9]*-[A-Za-z0-9_-]{32,}", hints=("sk-ant-",),
             bounded=True),
@@ -238,11 +258,22 @@ def agent_log_rules() -> list[Rule]:
         own("google-api-key", r"AIza[0-9A-Za-z_-]{35}", hints=("AIza",), bounded=True),
         own("huggingface-token", r"hf_[A-Za-z0-9]{34,40}", hints=("hf_",), bounded=True),
         own("npm-token", r"npm_[A-Za-z0-9]{36}", hints=("npm_",), bounded=True),
-        own("stripe-key", r"(?:sk|rk)_test_[0-9a-zA-Z]{24,}", hints=("k_test_",), bounded=True),
+        # detect-secrets' live-key pattern takes exactly 24 characters; newer keys run to ~100.
+        own("stripe-key", r"(?:sk|rk)_(?:test|live)_[0-9a-zA-Z]{24,}",
+            hints=("k_test_", "k_live_"), bounded=True),
         own("slack-token", r"xapp-\d-[A-Z0-9]+-\d+-[a-z0-9]+", hints=("xapp-",), bounded=True),
-        # scheme://user:PASSWORD@host — only the password; user and host stay searchable.
+        # refresh and configuration tokens (`xoxe-1-…`, `xoxe.xoxp-1-…`): not in detect-secrets
+        own("slack-token", r"xoxe(?:\.xox[a-z])?-\d+-[A-Za-z0-9-]{20,}", hints=("xoxe",),
+            bounded=True),
+        own("google-oauth-token", r"ya29\.[0-9A-Za-z_-]{20,}", hints=("ya29.",), bounded=True),
+        # scheme://user:PASSWORD@host — only the password; user and host stay searchable. The
+        # user may be empty (`redis://:pw@cache`); the password may hold `/`, `#`, `@`, `?`
+        # (written raw, as people do): it runs to the first `@host` that ends the authority, and
+        # a port (`host:8080/…`) is not a password.
         own("basic-auth",
-            r"://[^\s:/?#@\"'<>{}\[\]\\]+:(?P<pw>[^\s/?#@\"'<>{}\[\]\\]+)@[^\s/?#@\"'<>\\]",
+            r"://[^\s:/?#@\"'<>{}\[\]\\]*:(?!\d{1,5}(?:[/?#]|$))"
+            r"(?P<pw>[^\s\"'<>{}\[\]\\]+?)"
+            r"@(?:[A-Za-z0-9._~%-]++|\[[0-9A-Fa-f:.]++\])(?::\d*+)?(?=[/?#\s\"'<>\\,;)]|$)",
             group="pw", hints=("://",), check=is_credential, anchored=True),
         own("bearer-token",
             r"(?i)authorization\b[\"']?\s*[:=]\s*[\"']?(?:bearer|token|basic)\s+"
@@ -250,6 +281,13 @@ def agent_log_rules() -> list[Rule]:
             group="v", hints=cased("authorization"), check=is_credential, anchored=True),
         own("bearer-token", r"(?i)(?<![A-Za-z0-9])bearer\s+(?P<v>[A-Za-z0-9._~+/-]{16,}=*)",
             group="v", hints=cased("bearer"), check=is_bearer_token, anchored=True),
+        # a login cookie by its usual names (`Cookie: sessionid=…`, `PHPSESSID`, `JSESSIONID`,
+        # `connect.sid`, `_app_session`, `session-token`); not `session_id=`, which in agent logs
+        # names a conversation.
+        own("session-cookie",
+            r"(?i)(?:sessionid|sessid|\.sid|_session|session[_-]?token)[\"']?[ \t]*=[ \t]*"
+            r"[\"']?(?P<v>[^\s;,\"'\\&]{16,})",
+            group="v", hints=(*cased("session", "sessid"), ".sid"), check=is_session_cookie),
         # export FOO_TOKEN=…, .env lines, `FOO_PASSWORD=… cmd`: the name decides, not entropy.
         Rule("env-secret", _ENV, group="value", hints=_ENV_HINTS, check=is_env_secret,
              origin="recall", anchored=True),

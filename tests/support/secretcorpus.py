@@ -109,6 +109,57 @@ def planted_secrets(seed: int = 18) -> list[Planted]:
         Planted("env-secret", dotenv, f"# .env\nDEBUG=false\nSTRIPE_WEBHOOK_SECRET={dotenv}\n"),
         Planted("secret-assignment", assigned, f'db = connect(host="db", password="{assigned}")'),
         Planted("secret-assignment", json_key, orjson.dumps({"api_key": json_key}).decode()),
+        *_hostile(rng),
+    ]
+
+
+def _hostile(rng: random.Random) -> list[Planted]:
+    """Forms an attack round found kept in clear: tokens glued to letters of other scripts,
+    long Stripe keys, URL passwords with an empty user or holding `/`, `#`, `@`, a key block
+    whose line breaks are escaped twice, and less common token and header shapes."""
+    p = "-" * 5
+    gh = "gh" + "p_" + _r(rng, 36)
+    aws_cjk = "AK" + "IA" + _r(rng, 16, UPPER_ALNUM)
+    aws_accent = "AK" + "IA" + _r(rng, 16, UPPER_ALNUM)
+    slack = "xo" + "xp-" + str(rng.randrange(10**11, 10**12)) + "-" + _r(rng, 24, LOWER_ALNUM)
+    jwt = ".".join([_b64url({"alg": "HS256", "typ": "JWT"}),
+                    _b64url({"sub": _r(rng, 10), "iat": rng.randrange(10**9, 2 * 10**9)}),
+                    _r(rng, 43, URLSAFE)])
+    openai = "sk-" + "proj-" + _r(rng, 48, URLSAFE)
+    gh_fine = "github" + "_pat_" + _r(rng, 22) + "_" + _r(rng, 59)
+    stripe = "sk" + "_live_" + _r(rng, 99)
+    restricted = "rk" + "_live_" + _r(rng, 100)
+    redis_pw = _r(rng, 20)
+    slash_pw = _r(rng, 8) + "/" + _r(rng, 8)
+    odd_pw = _r(rng, 6) + "#" + _r(rng, 6) + "@" + _r(rng, 6)
+    body = [_r(rng, 64, ALNUM + "+/") for _ in range(5)]
+    escaped = "\\\\n".join(body)
+    ya29 = "ya" + "29." + _r(rng, 120, URLSAFE)
+    xoxe = "xo" + "xe-1-" + _r(rng, 140)
+    cookie = _r(rng, 32, LOWER_ALNUM)
+    mixed = _r(rng, 20)
+    phrase = _r(rng, 26)
+    return [
+        Planted("github-token", gh, f"我的令牌是{gh}请保密"),
+        Planted("aws-access-key", aws_cjk, f"密钥{aws_cjk}已过期"),
+        Planted("aws-access-key", aws_accent, f"la clé{aws_accent} est révoquée"),
+        Planted("slack-token", slack, f"令牌{slack}。"),
+        Planted("jwt", jwt, f"会话{jwt}结束"),
+        Planted("openai-key", openai, f"秘钥{openai}无效"),
+        Planted("github-token", gh_fine, f"细粒度令牌{gh_fine}请轮换"),
+        Planted("stripe-key", stripe, f"STRIPE key {stripe} (new format)"),
+        Planted("stripe-key", restricted, f"restricted key: {restricted}"),
+        Planted("basic-auth", redis_pw, f"REDIS_URL=redis://:{redis_pw}@cache:6379/0"),
+        Planted("basic-auth", slash_pw, f"psql postgres://u:{slash_pw}@h/db"),
+        Planted("basic-auth", odd_pw, f"amqp://svc:{odd_pw}@mq.internal:5672/vhost"),
+        Planted("private-key", body[2], 'print(json.dumps(key)) -> "'
+                f"{p}BEGIN PRIVATE KEY{p}\\\\n{escaped}\\\\n{p}END PRIVATE KEY{p}\\\\n\""),
+        Planted("google-oauth-token", ya29, f"gcloud auth print-access-token\n{ya29}"),
+        Planted("slack-token", xoxe, f"refresh_token rotated: {xoxe}"),
+        Planted("session-cookie", cookie,
+                f"curl -H 'Cookie: csrftoken=abc; sessionid={cookie}' https://app.internal/"),
+        Planted("secret-assignment", mixed, f"ADMIN PassWord={mixed}"),
+        Planted("secret-assignment", phrase, orjson.dumps({"passphrase": phrase}).decode()),
     ]
 
 
@@ -180,6 +231,11 @@ def code_corpus(seed: int = 16, copies: int = 20) -> list[str]:
             f"sha256sum dist/app.tar.gz\n{hashlib.sha256(rng.randbytes(8)).hexdigest()}  "
             "dist/app.tar.gz",
             f"color: #{rng.randrange(16**6):06x}; background: #{rng.randrange(16**6):06x};",
+            # a port is not a password; a path's `@` ends no authority; a UUID session id names
+            # a conversation, not a login
+            f"open http://localhost:{rng.randrange(1024, 65535)}/users/{ids[2][:8]}@example.org"
+            " and https://registry.npmjs.org/@types/node",
+            f"session_id = '{ids[3]}'; sessionId={ids[0]}",
         ]
     return texts
 
