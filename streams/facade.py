@@ -197,6 +197,11 @@ class Recall:
                progress: Callable[[int, int], None] | None = None) -> IngestReport:
         report: IngestReport = self.backend.ingest([Path(p) for p in paths], fmt=fmt,
                                                    progress=progress)
+        from streams.ingest.edge import iter_log_files
+        from streams.ingest.importers.detect import passed_over
+
+        walked = [Path(p) for p in paths]
+        report.passed_over.extend(passed_over(walked, iter_log_files(walked)))
         return report
 
     def dead_letters(self) -> list[dict[str, Any]]:

@@ -82,6 +82,8 @@ class IngestReport:
     rewritten: list[str] = field(default_factory=list)
     pending_sources: list[str] = field(default_factory=list)
     unreadable: list[dict[str, str]] = field(default_factory=list)
+    #: Files of a walked directory that look like agent logs but were not read: path, why, force.
+    passed_over: list[dict[str, str]] = field(default_factory=list)
     rejected_by_code: dict[str, int] = field(default_factory=dict)
 
     def count_rejections(self, rejections: Sequence[Rejection]) -> None:
@@ -107,20 +109,22 @@ class IngestReport:
                 "sessions": len(self.sessions), "rewritten": list(self.rewritten),
                 "pendingSources": list(self.pending_sources),
                 "unreadable": list(self.unreadable),
+                "passedOver": list(self.passed_over),
                 "rejectedByCode": dict(self.rejected_by_code),
                 "accounting": self.accounting()}
 
 
 def iter_log_files(paths: Iterable[Path]) -> Iterator[Path]:
     """Files as given, and every log file below given directories, in a stable order: JSONL
-    logs, and the files a supported agent writes under other names (the importer registry's)."""
-    from streams.ingest.importers.detect import claims_log_name
+    logs, the files a supported agent writes under other names (the importer registry's), and
+    JSON files whose first bytes a supported format recognises, whatever their name."""
+    from streams.ingest.importers.detect import claims_log_name, sniffs_as_log
 
     for path in paths:
         if path.is_dir():
             for child in sorted(path.rglob("*")):
                 if child.is_file() and (child.name.endswith(LOG_SUFFIXES)
-                                        or claims_log_name(child)):
+                                        or claims_log_name(child) or sniffs_as_log(child)):
                     yield child
         else:
             yield path

@@ -3,6 +3,8 @@ transcript is, and recall ingests it at once (no waiting for a watcher).
 
 - Claude Code runs hook commands with a JSON object on stdin carrying `session_id`,
   `transcript_path`, `cwd` and `hook_event_name` (SessionStart, Stop, PreCompact, SessionEnd, …).
+- Gemini CLI's hooks send the same fields on stdin; its transcript is a JSON document
+  (`chats/session-*.json`), so a `.json` transcript or a Gemini-only event names a Gemini session.
 - Codex runs its `notify` program with one JSON argument `{"type": "agent-turn-complete",
   "thread-id", "turn-id", "cwd", "input-messages", "last-assistant-message"}`; it names no
   transcript, so the rollout whose file name ends in the thread id is looked up under
@@ -36,7 +38,10 @@ from streams.core.store import ensure_private_dir
 
 HOOKS_DIR = "hooks"
 #: Agent session id → recall session id (the importers' prefix).
-PREFIX = {"claude-code": "claude-code:", "codex": "codex:"}
+PREFIX = {"claude-code": "claude-code:", "codex": "codex:", "gemini-cli": "gemini-cli:"}
+#: Events only Gemini CLI's hooks fire (its payload otherwise has Claude Code's field names).
+GEMINI_EVENTS = frozenset({"BeforeAgent", "AfterAgent", "BeforeModel", "AfterModel",
+                           "BeforeToolSelection", "BeforeTool", "AfterTool", "PreCompress"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,9 +86,13 @@ def parse_payload(stdin: bytes, argv: tuple[str, ...] = (),
     claude_id = _text(value.get("session_id"))
     if claude_id is not None:
         path = _text(value.get("transcript_path"))
-        return HookPayload("claude-code", PREFIX["claude-code"] + claude_id,
+        event = _text(value.get("hook_event_name")) or "unknown"
+        # Gemini CLI sends the same fields; its transcript is one JSON document, not JSON lines.
+        gemini = event in GEMINI_EVENTS or (path is not None and path.endswith(".json"))
+        agent = "gemini-cli" if gemini else "claude-code"
+        return HookPayload(agent, PREFIX[agent] + claude_id,
                            Path(path).expanduser() if path else None, _text(value.get("cwd")),
-                           _text(value.get("hook_event_name")) or "unknown")
+                           event)
     thread = _text(value.get("thread-id"))
     if thread is not None:
         return HookPayload("codex", PREFIX["codex"] + thread, codex_rollout(thread, environ),

@@ -246,6 +246,14 @@ def ingest(ctx: click.Context, paths: Sequence[Path], fmt: str, as_json: bool) -
             " ends in an unterminated line; it is ingested once a newline completes it")
     for item in data["unreadable"]:
         say(("  unreadable: ", "red"), visible(item["source"]), f" ({visible(item['error'])})")
+    for item in data["passedOver"]:
+        say(("  passed over: ", "yellow"), visible(item["path"]), f": {visible(item['why'])}; "
+            f"to read it anyway: {visible(item['force'])}")
+    if data["files"] == 0:
+        say(("  no agent log found", "yellow"), " under the paths given: a walk reads *.jsonl, "
+            "the files an agent writes under its own names, and JSON documents a supported "
+            "format recognises; name a file and its --format to force it, or run `recall "
+            "ingest` on an agent's folder (`recall watch --help` lists them)")
 
 
 # --- search -------------------------------------------------------------------------------------

@@ -27,6 +27,24 @@ SELF_TOOLS = frozenset({"session_event_search", "session_trace", "session_event_
                         "session_event_read", "session_reference"})
 
 
+#: The hook lines per host, for the hints of a server that does not know its caller.
+HOOKS_HINT = ("add `recall hook` to the agent's hooks (Claude Code: SessionStart and Stop hooks in "
+              "~/.claude/settings.json; Gemini CLI: SessionStart and AfterAgent hooks in "
+              "~/.gemini/settings.json; Codex: notify = [\"recall\", \"hook\"] in "
+              "~/.codex/config.toml; docs/mcp.md has each block)")
+
+
+def no_caller(from_hooks: bool, where: str | None) -> str:
+    """What to do when the server does not know who calls it: the next step, not just the fact."""
+    if from_hooks:
+        return (f"no `recall hook` has reported a session for the workspace {visible(where or '?')}"
+                f": {HOOKS_HINT}; or start the server with `--cwd DIR` naming the directory the "
+                "agent runs in, or with `--session ID`")
+    return ("the server was started without the caller's session: start it as `recall mcp "
+            "--session ID --cwd DIR`, or as `recall mcp --session-from-hooks` and "
+            f"{HOOKS_HINT}")
+
+
 class RunningSession:
     """The caller's own session, as hooks reported it."""
 

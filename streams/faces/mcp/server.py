@@ -19,7 +19,7 @@ from mcp.server import Server, ServerRequestContext
 from streams.facade import Recall
 from streams.faces.mcp.auth import Caller
 from streams.faces.mcp.errors import TIMED_OUT, ToolError
-from streams.faces.mcp.live import RunningSession
+from streams.faces.mcp.live import RunningSession, no_caller
 from streams.faces.mcp.tools import DESCRIPTIONS, EXCLUSIVE, INSTRUCTIONS, SessionTools
 
 log = logging.getLogger("recall.mcp")
@@ -117,6 +117,17 @@ class ToolServer:
                     cwd = None
         return Caller(self.options.session_id, cwd)
 
+    def startup_note(self) -> str | None:
+        """Said on stderr at start-up when no tool call could know its caller yet."""
+        if self.options.session_id is not None:
+            return None
+        if self.options.session_from_hooks:
+            session_id, where = self.running.from_hooks(self.options.cwd)
+            if session_id is not None:
+                return None
+            return f"no caller yet: {no_caller(True, where)}"
+        return f"no caller: {no_caller(False, None)}"
+
     def _own_cwd(self) -> tuple[bool, str | None]:
         """(stored?, cwd) of the caller's own session header."""
         session_id = self.options.session_id
@@ -136,13 +147,16 @@ class ToolServer:
                         params: types.CallToolRequestParams) -> types.CallToolResult:
         caller = await self.caller(ctx)
         name, arguments = params.name, dict(params.arguments or {})
-        if caller.session_id is not None:
-            missing = await anyio.to_thread.run_sync(self._running, name, arguments,
-                                                     caller.session_id, limiter=self.limiter)
-            if missing is not None:
-                return types.CallToolResult(content=[types.TextContent(type="text",
-                                                                       text=missing)],
-                                            is_error=True)
+        if caller.session_id is None:
+            text = (f"Error: session query tools need the calling agent's session; "
+                    f"{no_caller(self.options.session_from_hooks, caller.cwd)}.")
+            return types.CallToolResult(content=[types.TextContent(type="text", text=text)],
+                                        is_error=True)
+        missing = await anyio.to_thread.run_sync(self._running, name, arguments,
+                                                 caller.session_id, limiter=self.limiter)
+        if missing is not None:
+            return types.CallToolResult(content=[types.TextContent(type="text", text=missing)],
+                                        is_error=True)
         try:
             if name in EXCLUSIVE:
                 with anyio.fail_after(self.options.search_timeout_ms / 1000):
@@ -200,6 +214,9 @@ def serve(recall: Recall, options: ServerOptions, *, http: str | None = None,
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING,
                         format="recall mcp: %(levelname)s %(message)s")
     server = ToolServer(recall, options)
+    note = server.startup_note()
+    if note is not None:
+        print(f"recall mcp: {note}", file=sys.stderr, flush=True)
     if http is None:
         anyio.run(server.serve_stdio)
         return

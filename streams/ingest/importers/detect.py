@@ -4,13 +4,28 @@ bytes; each importer recognises its own format, this module only asks them in or
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path, PurePath
 
-from streams.ingest.importers.formats import REGISTRY
-from streams.ingest.importers.sniffing import head_lines, plain_prefix
+from streams.ingest.importers.formats import FORMAT_NAMES, REGISTRY
+from streams.ingest.importers.sniffing import (
+    document_head,
+    head_lines,
+    is_record_stream,
+    plain_prefix,
+)
 
 Format = str  # "dsh" or a registry name
+
+#: Files a directory walk reads the first bytes of when their name alone does not say: agents
+#: write JSON documents and record streams under names of their own (Gemini CLI's exports,
+#: Copilot's legacy history), so the content decides. Other files are never opened by a walk.
+SNIFFED_SUFFIXES = (".json", ".json.zst", ".ndjson", ".ndjson.zst")
+#: How much of a file the walk reads: every recogniser decides on the first few KiB.
+HEAD_BYTES = 8192
+#: Keys that make a JSON file look like an agent's session log when no recogniser takes it.
+LOG_KEYS = (b'"sessionId":', b'"session_id":', b'"messages":', b'"chatMessages":',
+            b'"conversation":', b'"transcript":', b'"role":', b'"parentUuid":')
 
 
 def is_native(head: bytes) -> bool:
@@ -33,6 +48,52 @@ def detect_format(path: str | PurePath, first_bytes: bytes) -> Format | None:
         if spec.claims(where):
             return spec.name
     return None
+
+
+def read_head(path: Path) -> bytes:
+    """The first bytes of a file, decompressed when it is zstd; nothing when it cannot be read
+    (the walk skips it as it skips any other file it cannot tell)."""
+    try:
+        with path.open("rb") as handle:
+            return plain_prefix(handle.read(HEAD_BYTES))
+    except OSError:
+        return b""
+
+
+def sniffs_as_log(path: Path) -> bool:
+    """A walk's content check for a file whose name no agent claims: its first bytes are a
+    native log or a format some importer recognises."""
+    if not path.name.endswith(SNIFFED_SUFFIXES):
+        return False
+    head = read_head(path)
+    if not head:
+        return False
+    if is_native(head):
+        return True
+    # A JSON document is taken only by a whole-document format: the record formats' recognisers
+    # are lenient about lines they cannot parse, and every line of an indented document is one.
+    records = is_record_stream(head)
+    return any(spec.sniff(path, head) for spec in REGISTRY if records or spec.whole_document)
+
+
+def passed_over(paths: Iterable[Path], taken: Iterable[Path]) -> Iterator[dict[str, str]]:
+    """Files below the given directories that look like agent logs (a JSON file with session
+    keys near its start) but that the walk did not take: each with why, and how to force it."""
+    skip = set(taken)
+    for root in paths:
+        if not root.is_dir():
+            continue
+        for child in sorted(root.rglob("*")):
+            if child in skip or not child.name.endswith(SNIFFED_SUFFIXES) or not child.is_file():
+                continue
+            head = document_head(read_head(child))
+            keys = [key.decode()[1:-2] for key in LOG_KEYS if key in head]
+            if keys:
+                yield {"path": str(child),
+                       "why": f"JSON with {', '.join(keys)} near its start, but no supported "
+                              "format recognises its first bytes",
+                       "force": f"recall ingest --format FORMAT {child} (FORMAT: "
+                                f"{', '.join(FORMAT_NAMES)})"}
 
 
 def claims_log_name(path: PurePath) -> bool:
