@@ -118,6 +118,9 @@ TYPE = "(e.kind >> 6)"
 SOURCE = "(e.kind >> 3 & 7)"
 SURFACE = "(e.kind & 3)"
 CJK = "(e.kind >> 2 & 1)"
+#: The meta key counting the documents put into `events_tri` (contentless: it cannot be counted
+#: back), against which `index check` tells a trigram index that missed documents.
+TRIGRAM_DOCS = "trigram_docs"
 
 
 def kind(type_code: int, cjk: bool, surface: int, source: int = 0) -> int:

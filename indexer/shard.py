@@ -19,7 +19,7 @@ import apsw
 
 from indexer.database import Conn, connect
 from indexer.errors import INDEX_FAILED, INVALID_CONFIG, IndexOutdated, query_error
-from indexer.schema import APPLICATION_ID, DDL, PAGE_SIZE, SCHEMA_VERSION
+from indexer.schema import APPLICATION_ID, DDL, PAGE_SIZE, SCHEMA_VERSION, TRIGRAM_DOCS
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +87,7 @@ class Shard:
                 c.execute(statement)
             c.executemany("INSERT INTO meta(key, value) VALUES (?, ?)", [
                 ("generation", "0"), ("epoch", secrets.token_hex(8)),
-                ("substring", "1" if substring else "0"),
+                ("substring", "1" if substring else "0"), (TRIGRAM_DOCS, "0"),
                 ("shard_index", str(index)), ("shard_count", str(shard_count)),
                 ("redaction", redaction),
             ])

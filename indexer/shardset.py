@@ -32,6 +32,7 @@ from indexer.writer import (
     apply_records,
     build_trigram,
     bump_generation,
+    refresh_substring,
 )
 from projections.records import IndexRecord
 
@@ -216,6 +217,8 @@ class ShardSet:
                 shard.writer.execute("BEGIN IMMEDIATE")
                 begun.append(shard)
                 writer = self._writers[shard.index]
+                refresh_substring(writer)
+                shard.substring = writer.substring
                 changed = apply_records(writer, by_shard.get(shard.index, []))
                 apply_positions(shard.writer, pos_by_shard.get(shard.index, {}))
                 if changed:

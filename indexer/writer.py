@@ -30,6 +30,7 @@ from indexer.schema import (
     SEQ_MASK,
     SHADOWED,
     SURFACE_CODES,
+    TRIGRAM_DOCS,
     block_id,
     document_id,
     kind,
@@ -313,6 +314,7 @@ def _insert_documents(w: ShardWriter, docs: list[tuple[int, str, bool]]) -> None
     w.conn.execute(_FTS_ROWS.format(table="events_fts"), (orjson.dumps(rows),))
     tri = [(document_id(e, len(t)), t) for e, t, cjk in docs if cjk or w.substring]
     if tri:
+        _count_trigram_docs(w.conn, len(tri))
         w.conn.execute(_FTS_ROWS.format(table="events_tri"), (orjson.dumps(tri),))
 
 
@@ -536,6 +538,21 @@ def bump_generation(conn: Conn) -> None:
                  " WHERE key = 'generation'")
 
 
+def _count_trigram_docs(conn: Conn, added: int) -> None:
+    # A shard from before the count has no row: nothing to keep (its check counts the hard way).
+    conn.execute("UPDATE meta SET value = CAST(CAST(value AS INTEGER) + ? AS TEXT) WHERE key = ?",
+                 (added, TRIGRAM_DOCS))
+
+
+def refresh_substring(w: ShardWriter) -> None:
+    """Take up substring coverage another process gave the shard since `w` was made (within the
+    write transaction, before any document is added): a writer that kept its own stale "no"
+    would leave every later document out of the trigram index for good."""
+    if not w.substring:
+        row = w.conn.execute("SELECT value FROM meta WHERE key = 'substring'").fetchone()
+        w.substring = row is not None and row[0] == "1"
+
+
 def build_trigram(w: ShardWriter, progress: Callable[[int, int], None] | None = None,
                   batch: int = 5000) -> int:
     """Put every document not yet in the trigram index into it (substring mode on an index built
@@ -546,6 +563,10 @@ def build_trigram(w: ShardWriter, progress: Callable[[int, int], None] | None = 
               f" WHERE e.len > 0 AND {CJK} = 0")
     conn.execute("BEGIN IMMEDIATE")
     try:
+        refresh_substring(w)
+        if w.substring:  # another process built it meanwhile: adding again would double it
+            conn.execute("COMMIT")
+            return 0
         total = conn.execute(f"SELECT count(*) FROM events e WHERE e.len > 0 AND {CJK} = 0"
                              ).fetchone()[0]
         added = 0
@@ -561,6 +582,7 @@ def build_trigram(w: ShardWriter, progress: Callable[[int, int], None] | None = 
                               for e, s, q, n in rows])
             last = int(rows[-1][0])
             added += len(rows)
+            _count_trigram_docs(conn, len(rows))
             if progress is not None:
                 progress(added, total)
         conn.execute("UPDATE meta SET value = '1' WHERE key = 'substring'")
