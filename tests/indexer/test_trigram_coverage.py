@@ -40,7 +40,7 @@ def test_two_stale_processes_build_the_substring_index_once(make_index: Any) -> 
 
 
 def test_index_check_reports_documents_the_substring_index_missed(make_index: Any) -> None:
-    shards, service = make_index("idx", shards=1)
+    shards, _ = make_index("idx", shards=1)
     shards.write_batch(texts_session("a", ["a cabinet of curiosities", "a second text"]), {})
     assert all(not p for p in check_integrity(shards).values())
     # what a writer with a stale "no coverage" left behind: coverage claimed, texts missing
