@@ -60,7 +60,7 @@ lowest:
 
 # The hostile-input suite with many more examples than the bounded default run of `make test`.
 fuzz: $(STAMP)
-	RECALL_FUZZ_EXAMPLES=$${RECALL_FUZZ_EXAMPLES:-1500} $(BIN)/pytest tests/hostile tests/regression
+	RECALL_FUZZ_EXAMPLES=$${RECALL_FUZZ_EXAMPLES:-1500} $(BIN)/pytest tests/hostile
 
 clean:
 	rm -rf $(VENV) .venv-lowest build dist *.egg-info .mypy_cache .ruff_cache

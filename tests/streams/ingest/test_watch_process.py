@@ -166,7 +166,7 @@ def test_watch_without_paths_uses_the_agents_default_folders(tmp_path: Path) -> 
     claude.mkdir(parents=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith(("RECALL_", "CLAUDE_",
                                                                        "CODEX_", "XDG_"))}
-    env.update({"HOME": str(home), "PYTHONPATH": str(Path(__file__).resolve().parents[2])})
+    env.update({"HOME": str(home), "PYTHONPATH": str(Path(__file__).resolve().parents[3])})
     proc = subprocess.Popen([os.sys.executable, "-m", "streams", "--data-dir",  # type: ignore[attr-defined]
                              str(tmp_path / "data"), "watch", "--json"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)

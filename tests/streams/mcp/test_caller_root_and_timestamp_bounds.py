@@ -16,7 +16,7 @@ from streams.facade import Recall
 # The MCP suite's corpus, loaded by path: putting its directory on sys.path would change which
 # `conftest` other test modules import by name.
 _spec = importlib.util.spec_from_file_location(
-    "i13_mcp_corpus", Path(__file__).resolve().parents[1] / "streams" / "mcp" / "mcp_corpus.py")
+    "mcp_corpus_by_path", Path(__file__).resolve().parent / "mcp_corpus.py")
 assert _spec is not None and _spec.loader is not None
 corpus = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(corpus)

@@ -152,7 +152,7 @@ def test_prefixes_resolve_and_ambiguity_lists_the_sessions(data: Path) -> None:
 
 def test_a_bare_uuid_names_the_agent_session_not_its_subagents(tmp_path: Path) -> None:
     uuid = "fe5e1c67-53e7-4862-81ae-d0e013e3270b"
-    real = Path(__file__).resolve().parents[1] / "data" / "realdata"
+    real = Path(__file__).resolve().parents[3] / "data" / "realdata"
     data_dir = tmp_path / "data"
     assert invoke(data_dir, "ingest", str(real / "claude-code-1.0.98-sidechains.jsonl")
                   ).exit_code == 0
@@ -192,7 +192,7 @@ def test_cursors_are_printed_whole_in_a_narrow_terminal(data: Path,
 
 
 def test_show_is_a_transcript_with_raw_only_on_request(tmp_path: Path) -> None:
-    real = Path(__file__).resolve().parents[1] / "data" / "realdata"
+    real = Path(__file__).resolve().parents[3] / "data" / "realdata"
     data_dir = tmp_path / "data"
     invoke(data_dir, "ingest", str(real / "claude-code-2.1.14-compaction.jsonl"))
     session = "839b35f7"
@@ -217,7 +217,7 @@ def test_show_is_a_transcript_with_raw_only_on_request(tmp_path: Path) -> None:
 
 
 def test_trace_is_readable(tmp_path: Path, data: Path) -> None:
-    real = Path(__file__).resolve().parents[1] / "data" / "realdata"
+    real = Path(__file__).resolve().parents[3] / "data" / "realdata"
     data_dir = tmp_path / "data"
     invoke(data_dir, "ingest", str(real / "claude-code-1.0.98-sidechains.jsonl"))
     lineage = invoke(data_dir, "trace", "fe5e1c67-53e7-4862-81ae-d0e013e3270b").stdout

@@ -18,7 +18,7 @@ from factories import header, user
 from streams.core.settings import Settings
 from streams.facade import Recall
 from tests.integration.kafkaio import WorkerProcess
-from tests.integration.test_i15_live_kafka import _until
+from tests.integration.test_kafka_writers_and_watch import _until
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(300)]
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,7 +17,7 @@ from factories import header, user
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 TRANSCRIPT = REALDATA / "claude-code-2.1.14-compaction.jsonl"
 AGENT_ID = "839b35f7-4dbd-4d93-9772-3c272cc87caa"
 SESSION = f"claude-code:{AGENT_ID}"

@@ -35,7 +35,7 @@ def test_numbers_that_would_change_are_rejected(recall: Any, write_log: Callable
 
 
 def test_safe_extremes_pass() -> None:
-    from projections.jsonwire import loads
+    from projections.codec import loads_lossless as loads
 
     assert loads(_with_data(b"9007199254740991"))["data"]["v"] == 2**53 - 1
     assert loads(_with_data(b"1.5e300"))["data"]["v"] == 1.5e300
@@ -48,7 +48,7 @@ def test_a_repeated_key_is_rejected_not_last_wins(recall: Any, tmp_path: Path) -
     report = recall.ingest([path]).to_json()
     assert report["rejectedByCode"] == {"INGEST_LOSSY_JSON": 1, "INGEST_AFTER_REJECTED": 1}
     assert recall.list_sessions() == []
-    from projections.jsonwire import loads
+    from projections.codec import loads_lossless as loads
 
     with pytest.raises(InputRejected) as caught:
         loads(b'{"a":{"b":1,"b":1}}')

@@ -25,13 +25,13 @@ from pydantic import ValidationError
 from indexer import IndexConfig, ShardSet
 from indexer.digest import index_digest
 from indexer.pipeline import BULK_GC_THRESHOLDS, bulk_mode
+from projections.codec import loads_canonical
 from projections.errors import InputRejected
 from projections.events import Event, _rejection_from, parse_event
-from projections.jsonwire import loads_canonical
 from projections.logformat import LogBuilder
 from streams.facade import Recall
 
-from ..indexer.helpers import texts_session
+from ...indexer.helpers import texts_session
 
 _SAFE = 2**53 - 1
 _values = st.one_of(

@@ -14,7 +14,7 @@ from indexer.errors import IndexOutdated
 from indexer.routing import shard_file_name
 from streams.facade import Recall
 
-from ..indexer.helpers import texts_session
+from .helpers import texts_session
 
 
 def _age(root: Path, shards: int) -> None:
