@@ -10,7 +10,9 @@ reported as RECALL_INTERNAL_ERROR. Untrusted text is printed as data (streams/fa
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -34,6 +36,7 @@ from projections.errors import (
     UsageError,
     is_usage,
 )
+from projections.mentions import parse_mentions
 from projections.titles import NOT_INJECTED
 from streams.core.errorlog import as_recall_error
 from streams.core.settings import Settings, load_settings
@@ -132,6 +135,20 @@ def _render_error(code: str, message: str, hint: str, as_json: bool) -> None:
     sys.stderr.flush()
 
 
+#: A shell's status for a process that SIGPIPE ended: what `yes | head -1` reports for `yes`.
+EXIT_CLOSED_PIPE = 128 + 13
+
+
+def _closed_pipe() -> int:
+    """The reader of stdout went away (`recall sessions | head -1`): end quietly, with the status
+    a shell reports for a writer SIGPIPE ends (128 + 13), and stdout pointed at /dev/null so the
+    interpreter's own flush at exit has nothing to complain about."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    return EXIT_CLOSED_PIPE
+
+
 class RecallGroup(click.Group):
     """The `recall` group, with the CLI's single error boundary in `main`."""
 
@@ -159,14 +176,24 @@ class RecallGroup(click.Group):
             sys.stderr.write("interrupted\n")
             status = 130
         except BrokenPipeError:
-            status = EXIT_ERROR  # the reader went away: nothing left to tell it
+            status = _closed_pipe()
         except BaseException as exc:
             if isinstance(exc, SystemExit):
+                # rich's Console.on_broken_pipe: goes quiet, then SystemExit(1)
+                if exc.code == 1 and console.quiet:
+                    status = _closed_pipe()
+                    if standalone_mode:
+                        sys.exit(status)
+                    return status
                 raise
             error = self._as_recall_error(exc)
             _render_error(error.code, error.message, error.hint, as_json)
             status = EXIT_USAGE if is_usage(error.code) else EXIT_ERROR
         if standalone_mode:
+            try:
+                sys.stdout.flush()  # what is still buffered meets a closed pipe here, not at exit
+            except BrokenPipeError:
+                status = _closed_pipe()
             sys.exit(status)
         return status
 
@@ -197,7 +224,8 @@ def main(ctx: click.Context, data_dir: Path | None, broker: str | None) -> None:
 
     \b
     Exit status: 0 success; 1 the operation failed (the error's code says why);
-    2 the command line, a --request file or a RECALL_* setting was not understood.
+    2 the command line, a --request file or a RECALL_* setting was not understood;
+    141 the reader of the output went away (`recall sessions | head -1`).
     """
     overrides: dict[str, Any] = {}
     if data_dir is not None:
@@ -373,8 +401,11 @@ def search(ctx: click.Context, words: Sequence[str], surfaces: Sequence[str],
            as_json: bool) -> None:
     """Search across sessions for a literal phrase (the words, as typed): one hit per
     session, ranked by its best event."""
+    given = read_request(request_file)
+    if not words and "query" not in given:
+        raise click.UsageError("missing QUERY: recall search QUERY... (the words to find)")
     request, event_filters = build_event_request(
-        read_request(request_file), " ".join(words), surfaces, types, no_injected, since, until,
+        given, " ".join(words), surfaces, types, no_injected, since, until,
         limit, cursor, substring, snapshot)
     with open_recall(ctx) as recall:
         session_filters: list[dict[str, Any]] = []
@@ -415,6 +446,9 @@ def events(ctx: click.Context, words: Sequence[str], surfaces: Sequence[str],
         if not words:
             raise click.UsageError("name the session: recall events SESSION QUERY...")
         request["sessionId"], words = words[0], words[1:]
+    if not words and "query" not in request:
+        raise click.UsageError("missing QUERY: recall events SESSION QUERY... (the words to "
+                               "find in that session)")
     request, filters = build_event_request(request, " ".join(words), surfaces, types,
                                            no_injected, since, until, limit, cursor, substring,
                                            snapshot)
@@ -715,6 +749,11 @@ def parse_source(value: str) -> dict[str, str]:
 def reference(ctx: click.Context, target: str, message: str, sources: Sequence[str],
               dry_run: bool, message_id: str | None, as_json: bool) -> None:
     """Pull frozen snapshots of other sessions into TARGET as [context, message]."""
+    if not sources and not parse_mentions(message)[1]:
+        raise click.UsageError(
+            "a reference needs a source: --source ID[=LABEL], or a mention "
+            "@[label](dsh-session:…) in --message (see `recall candidates --target`); to add a "
+            "plain message, use `recall append SESSION --message TEXT`")
     with open_recall(ctx) as recall:
         result = recall.prepare_reference(target, message,
                                           references=[parse_source(s) for s in sources],
