@@ -134,6 +134,38 @@ async def _counting_fetches(consumer: AIOKafkaConsumer) -> list[float]:
     return sent
 
 
+def test_a_fetch_cancelled_while_the_broker_holds_it_ends_without_a_pause(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """1: aiokafka's fetch returns False when it is cancelled mid-request (an empty fetch the
+    broker holds for its wait, as Apache Kafka does); the idle pause must not follow. It did:
+    aiokafka's fetch routine, stopped while awaiting this task, swallowed its own cancel
+    (`suppress(CancelledError): await task`) and `consumer.stop()` hung for good."""
+    async def held(self: Any, assignment: Any, node_id: Any, request: Any) -> bool:
+        try:  # aiokafka's shape: the broker answers after the wait; a cancel is swallowed
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            return False
+        return False
+
+    monkeypatch.setattr(seam, "_fetch", held)
+
+    class Fetching:
+        _fetch_max_wait_ms = 500
+
+    async def cancel_mid_request() -> tuple[bool, float]:
+        loop = asyncio.get_running_loop()
+        task = asyncio.create_task(seam._fetch_waiting(Fetching(), None, 0, None))
+        await asyncio.sleep(0.05)
+        task.cancel()
+        start = loop.time()
+        found = await task
+        return found, loop.time() - start
+
+    found, took = run(cancel_mid_request())
+    assert found is False
+    assert took < 0.1, took  # without the check: the rest of the 500 ms wait
+
+
 def test_an_idle_consumer_fetches_a_few_times_a_second_and_a_woken_one_at_once(
         broker: Any, settings: Settings) -> None:
     seam.install()
