@@ -285,6 +285,10 @@ def _token_candidates(conn: Conn, plan: Mapping[str, Any]) -> list[Candidate]:
 # --- trigram index ---------------------------------------------------------------------------------
 
 
+#: Candidate rows whose texts a substring search reads at once.
+_VERIFY_BATCH = 512
+
+
 def _trigram_candidates(conn: Conn, epoch: str,
                         plan: Mapping[str, Any]) -> list[Candidate]:
     where, params = _where(plan)
@@ -299,14 +303,17 @@ def _trigram_candidates(conn: Conn, epoch: str,
         scope = "e.len > 0" if substring and substring[0] == "1" else f"{CJK} = 1"
         sql = f"SELECT {_COLUMNS} FROM events e{_JOINS} WHERE {scope} AND {where}"
         bound = list(params)
-    rows = conn.execute(sql, bound).fetchall()
-    raws = read_raws(conn, epoch, ((int(r[7]), int(r[2])) for r in rows))
-    # The FTS side only narrows candidates; the exact match rule is the Python one below.
+    # The FTS side only narrows candidates; the exact match rule is the Python one below. Rows
+    # and their texts are read a batch at a time: a common trigram (or a query shorter than one)
+    # may match most of the shard, whose texts must not all be in memory at once.
     candidates: list[Candidate] = []
-    for row in rows:
-        spans = substring_spans(text_of(raws[(int(row[7]), int(row[2]))]), query)
-        if spans:
-            candidates.append(_candidate(row, len(spans)))
+    cursor = conn.execute(sql, bound)
+    while rows := list(itertools.islice(cursor, _VERIFY_BATCH)):
+        raws = read_raws(conn, epoch, ((int(r[7]), int(r[2])) for r in rows))
+        for row in rows:
+            spans = substring_spans(text_of(raws[(int(row[7]), int(row[2]))]), query)
+            if spans:
+                candidates.append(_candidate(row, len(spans)))
     if plan["scope"] == "sessions":
         candidates = best_per_session(candidates)
     return rank(candidates, plan["scope"])[:int(plan["fetch"])]

@@ -38,6 +38,7 @@ RECALL_INDEX_DAMAGED = "RECALL_INDEX_DAMAGED"
 RECALL_IO_ERROR = "RECALL_IO_ERROR"
 RECALL_INTERNAL_ERROR = "RECALL_INTERNAL_ERROR"
 RECALL_MISSING_EXTRA = "RECALL_MISSING_EXTRA"
+RECALL_QUERY_TOO_LONG = "RECALL_QUERY_TOO_LONG"
 
 #: Process exit status of the CLI: 0 success, 1 an operation failed (any code above but
 #: RECALL_USAGE / RECALL_CONFIG_INVALID), 2 the command line, a --request file or the settings

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from indexer.normalize import normalize_query
+from projections.errors import RECALL_QUERY_TOO_LONG as QUERY_TOO_LONG
 from projections.errors import SessionQueryError
 from streams.faces.mcp.errors import (
     INVALID_ARGS,
@@ -228,6 +229,8 @@ def query_text(value: str) -> str:
     try:
         return normalize_query(value)
     except SessionQueryError as exc:
+        if exc.code == QUERY_TOO_LONG:
+            raise ToolError(exc.code, exc.message) from exc
         raise ToolError(INVALID_QUERY) from exc
 
 
