@@ -3,8 +3,8 @@
 What the protections cost, against baselines measured in the same run (ratios; this 2-core
 machine is shared, so absolute times vary):
 - `hardening_parse_us_per_line` / `hardening_orjson_us_per_line` / `hardening_parse_ratio`:
-  the lossless JSON edge (projections/jsonwire.loads) against a bare `orjson.loads`, over every
-  line of the real Claude Code / Codex excerpts in tests/data/realdata (repeated 50×).
+  the lossless JSON edge (projections/codec.loads_lossless) against a bare `orjson.loads`, over
+  every line of the real Claude Code / Codex excerpts in tests/data/realdata (repeated 50×).
 - `hardening_read_mb_per_s` / `hardening_plain_read_mb_per_s` / `hardening_read_ratio`: the
   capped source reader (streams/sourcefile.read_source: chunked reads, zstd in 512-byte steps,
   per-line cap, prefix hashes) against `read_bytes()` + one-shot zstd decompression, over a
@@ -30,7 +30,7 @@ from typing import Any
 import orjson
 import zstandard
 
-from projections import jsonwire
+from projections import codec
 from streams.core.settings import load_settings
 from streams.ingest.sourcefile import read_source
 
@@ -57,7 +57,7 @@ def _parse() -> dict[str, Any]:
     bare = time.perf_counter() - start
     start = time.perf_counter()
     for line in lines:
-        jsonwire.loads(line)
+        codec.loads_lossless(line)
     strict = time.perf_counter() - start
     return {"hardening_parse_us_per_line": round(strict / len(lines) * 1e6, 2),
             "hardening_orjson_us_per_line": round(bare / len(lines) * 1e6, 2),

@@ -17,11 +17,11 @@ import struct
 import threading
 from collections.abc import Iterable, Iterator, Mapping
 
-import orjson
 import zstandard
 
 from indexer.database import Conn
 from indexer.schema import BLOCK_EVENTS, SEQ_MASK, block_id
+from projections.codec import dumps
 
 LEVEL = 3
 #: (blocks in the shard, dictionary size): when each dictionary is trained (on the most
@@ -142,7 +142,7 @@ class BlockWriter:
         rows = [(block, prefix + frames[i].tobytes().hex()) for i, block in enumerate(blocks)]
         self.conn.execute("INSERT OR REPLACE INTO blocks(id, data)"
                           " SELECT value ->> 0, unhex(value ->> 1) FROM json_each(?)",
-                          (orjson.dumps(rows),))
+                          (dumps(rows),))
         if self._blocks is not None:
             self._blocks += len(blocks)  # replaced blocks count again: only a trigger
 
@@ -180,7 +180,7 @@ def read_raws(conn: Conn, epoch: str,
         return {}
     out: dict[tuple[int, int], bytes] = {}
     rows = conn.execute("SELECT id, data FROM blocks WHERE id IN (SELECT value FROM json_each(?))",
-                        (orjson.dumps(sorted(wanted)),))
+                        (dumps(sorted(wanted)),))
     for block, data in rows:
         entries = decode_block(conn, epoch, bytes(data))
         for key in wanted[int(block)]:

@@ -9,10 +9,9 @@ import hmac
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from indexer.config import MAX_SAFE_INTEGER
 from indexer.errors import INVALID_CURSOR, STALE_CURSOR, query_error
+from projections.codec import dumps, loads
 
 CURSOR_VERSION = 1
 #: Longer strings are not cursors this service issued (they are ~250 characters).
@@ -21,7 +20,7 @@ MAX_CURSOR_CHARS = 2048
 
 def fingerprint(value: dict[str, Any]) -> str:
     """A digest of the canonical fingerprint JSON: equal requests, equal digests; short cursors."""
-    return hashlib.sha256(orjson.dumps(value)).hexdigest()
+    return hashlib.sha256(dumps(value)).hexdigest()
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,9 +43,9 @@ def encode_cursor(key: bytes, *, instance: str, scope: str, fingerprint: str, ge
                                "offset": offset}
     if snapshot is not None:
         payload["snapshot"] = snapshot
-    body = orjson.dumps(payload)
+    body = dumps(payload)
     payload["mac"] = _mac(key, body)
-    return base64.urlsafe_b64encode(orjson.dumps(payload)).decode("ascii").rstrip("=")
+    return base64.urlsafe_b64encode(dumps(payload)).decode("ascii").rstrip("=")
 
 
 def _invalid(message: str) -> Exception:
@@ -62,14 +61,14 @@ def decode_cursor(key: bytes, cursor: str, *, instance: str, scope: str,
         raise _invalid("cursor does not decode")
     try:
         raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4))
-        payload = orjson.loads(raw)
+        payload = loads(raw)
     except (binascii.Error, ValueError) as exc:
         raise _invalid("cursor does not decode") from exc
     if not isinstance(payload, dict) or not isinstance(payload.get("mac"), str) or not all(
             v is None or isinstance(v, str | int | float) for v in payload.values()):
         raise _invalid("cursor does not decode")
     mac = payload.pop("mac")
-    if not hmac.compare_digest(mac, _mac(key, orjson.dumps(payload))):
+    if not hmac.compare_digest(mac, _mac(key, dumps(payload))):
         raise _invalid("cursor signature does not match")
     if payload.get("version") != CURSOR_VERSION:
         raise _invalid("cursor version is not 1")

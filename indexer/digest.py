@@ -19,12 +19,11 @@ import os
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-import orjson
-
 from indexer.blocks import decode_block
 from indexer.database import Conn, connect
 from indexer.schema import BLOCK_EVENTS, SEQ_MASK, SURFACE_NAMES, TYPE, block_id
 from indexer.shard import Shard
+from projections.codec import dumps, dumps_sorted, loads
 from projections.extraction import extract_text
 from projections.fold import encode_state, fold_surface
 
@@ -83,13 +82,13 @@ def _snapshot_digests(conn: Conn, epoch: str | None) -> dict[str, list[Any]]:
 
 def _shard_digests(conn: Conn, epoch: str) -> dict[str, list[Any]]:
     out: dict[str, list[Any]] = {}
-    loads, dumps, surfaces = orjson.loads, orjson.dumps, SURFACE_NAMES
+    surfaces = SURFACE_NAMES
     sessions = conn.execute("SELECT no, id, header FROM sessions WHERE header IS NOT NULL"
                             " ORDER BY no").fetchall()
     for no, sid, header in sessions:
         no = int(no)
         session = hashlib.blake2b(digest_size=32)
-        canonical = dumps(loads(header), option=orjson.OPT_SORT_KEYS)
+        canonical = dumps_sorted(loads(header))
         session.update(dumps(str(sid)) + b"\n" + canonical + b"\n")
         raws = _session_raws(conn, epoch, no)
         lines: list[bytes] = []

@@ -24,7 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
-import orjson
+from projections.codec import dumps, loads
 
 #: Helper processes at most per process: one per core (the machine measured has 2).
 HELPERS = max(1, min(4, os.cpu_count() or 1))
@@ -45,14 +45,14 @@ class _Helper:
         stdin, stdout = self.process.stdin, self.process.stdout
         assert stdin is not None and stdout is not None
         try:
-            stdin.write(orjson.dumps(path) + b"\n")
+            stdin.write(dumps(path) + b"\n")
             stdin.flush()
             line = stdout.readline()
         except (OSError, ValueError):
             return None
         if not line:
             return None
-        reply = orjson.loads(line)
+        reply = loads(line)
         ok = reply.get("ok")
         return ok if isinstance(ok, dict) else None
 
@@ -122,10 +122,10 @@ def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
 
     for line in stdin:
         try:
-            reply: dict[str, Any] = {"ok": shard_file_digests(str(orjson.loads(line)))}
+            reply: dict[str, Any] = {"ok": shard_file_digests(str(loads(line)))}
         except Exception as exc:  # the caller redoes the shard itself and raises it there
             reply = {"error": f"{type(exc).__name__}: {exc}"}
-        stdout.write(orjson.dumps(reply) + b"\n")
+        stdout.write(dumps(reply) + b"\n")
         stdout.flush()
 
 

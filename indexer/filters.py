@@ -15,10 +15,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import orjson
-
 from indexer.errors import INVALID_FILTER, query_error
 from indexer.schema import SEQ, SOURCE, SURFACE, SURFACE_CODES, TYPE
+from projections.codec import dumps
 from projections.surfaces import SURFACE_VALUES
 from projections.titles import NO_SOURCE, SOURCE_CODES
 
@@ -187,7 +186,7 @@ def canonical_filters(clauses: Sequence[Clause]) -> list[dict[str, Any]]:
             canon.append({"kind": c.kind, "from": c.start, "to": c.end})
         else:
             canon.append({"kind": "text", "value": c.value})
-    return sorted(canon, key=lambda d: orjson.dumps(d))
+    return sorted(canon, key=lambda d: dumps(d))
 
 
 def compile_clauses(clauses: Sequence[Clause], *, live_since: int) -> tuple[list[str], list[Any]]:

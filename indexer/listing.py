@@ -21,11 +21,10 @@ import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-import orjson
-
 from indexer.database import Conn
 from indexer.errors import INVALID_FILTER, query_error
 from indexer.shard import Shard
+from projections.codec import dumps, loads
 from projections.titles import CLAUDE_AGENT, agent_of
 
 #: What one shard says about each of its sessions (a listing row).
@@ -49,7 +48,7 @@ def shard_rows(conn: Conn, where: str = "", params: Sequence[Any] = ()) -> list[
 def row_of(values: Sequence[Any]) -> Row:
     """The listing row of ROW_COLUMNS' values."""
     h, t, a, title, prompt, n, first = values
-    return {"header": orjson.loads(h), "lastEventTime": t, "agent": a, "title": title,
+    return {"header": loads(h), "lastEventTime": t, "agent": a, "title": title,
             "prompt": prompt, "eventCount": n, "firstEventTime": first}
 
 
@@ -59,7 +58,7 @@ def rows_by_id(conn: Conn, ids: Iterable[str]) -> dict[str, Row]:
     if not wanted:
         return {}
     rows = shard_rows(conn, "s.id IN (SELECT value FROM json_each(?))",
-                      [orjson.dumps(wanted).decode()])
+                      [dumps(wanted).decode()])
     return {str(r["header"]["id"]): r for r in rows}
 
 
@@ -90,7 +89,7 @@ def answer_shard_leaves(shard: Shard, keys: Sequence[int]) -> list[list[Any]]:
         rows = conn.execute(
             "SELECT u.key, s.id, u.seq FROM json_each(?) j CROSS JOIN uuids u ON u.key = j.value"
             " JOIN sessions s ON s.no = u.session WHERE s.header IS NOT NULL"
-            " ORDER BY u.key, s.id", (orjson.dumps(sorted(set(keys))).decode(),)).fetchall()
+            " ORDER BY u.key, s.id", (dumps(sorted(set(keys))).decode(),)).fetchall()
     return [list(r) for r in rows]
 
 

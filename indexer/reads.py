@@ -8,8 +8,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import orjson
-
 from indexer.blocks import iter_session_raws, read_raws
 from indexer.config import IndexConfig
 from indexer.database import Conn
@@ -42,6 +40,7 @@ from indexer.schema import SEQ, SURFACE, SURFACE_NAMES, TYPE
 from indexer.shard import Shard
 from indexer.shardset import ShardSet
 from indexer.writer import text_of
+from projections.codec import loads
 from projections.fold import fold_surface
 from projections.trace import trace_event as trace_log_event
 
@@ -71,7 +70,7 @@ class SessionReads:
                            (session_id,)).fetchone()
         if row is None:
             raise query_error(SESSION_NOT_FOUND, f"session {session_id!r} not found")
-        value: dict[str, Any] = orjson.loads(row[1])
+        value: dict[str, Any] = loads(row[1])
         return int(row[0]), value
 
     @classmethod
@@ -111,7 +110,7 @@ class SessionReads:
         return self._listing("", [], self._now_ms(now_ms))
 
     def _events(self, shard: Shard, conn: Conn, number: int) -> list[Any]:
-        return [orjson.loads(raw) for _, raw in iter_session_raws(conn, shard.epoch, number)]
+        return [loads(raw) for _, raw in iter_session_raws(conn, shard.epoch, number)]
 
     def read_session(self, session_id: str) -> dict[str, Any]:
         """`{header, events}`; the log is validated by folding it (INVALID_SURFACE if broken)."""
@@ -131,7 +130,7 @@ class SessionReads:
             raws = read_raws(conn, shard.epoch, ((number, r.seq) for r in rows))
         last = int(top[0])
         return {"session": header, "capturedThroughSeq": None if last < 0 else last,
-                "events": [orjson.loads(raws[(number, r.seq)]) for r in rows]}
+                "events": [loads(raws[(number, r.seq)]) for r in rows]}
 
     def _window_value(self, request: dict[str, Any], key: str) -> int:
         value = request.get(key, 0)
@@ -157,7 +156,7 @@ class SessionReads:
                 raise query_error(EVENT_NOT_FOUND, f"event seq {seq!r} not found")
             rows = session_rows(conn, number, seq - before, seq + after)
             raws = read_raws(conn, shard.epoch, ((number, r.seq) for r in rows))
-        entries = {r.seq: {"event": orjson.loads(raws[(number, r.seq)]), "surface": r.surface,
+        entries = {r.seq: {"event": loads(raws[(number, r.seq)]), "surface": r.surface,
                            "text": text_of(raws[(number, r.seq)])} for r in rows}
         if seq not in entries:
             raise query_error(EVENT_NOT_FOUND, f"event seq {seq} not found")
@@ -180,7 +179,7 @@ class SessionReads:
             with shard.reader() as conn:
                 rows = conn.execute("SELECT header FROM sessions WHERE header IS NOT NULL").fetchall()
             for (raw,) in rows:
-                header = orjson.loads(raw)
+                header = loads(raw)
                 headers[str(header["id"])] = header
         return trace_lineage(headers, session_id)
 
@@ -220,5 +219,5 @@ class SessionReads:
             if texts and not all(c.pattern.search(text_of(raw)) for c in texts):
                 continue
             events.append({"seq": int(seq), "type": kind, "time": t,
-                           "surface": SURFACE_NAMES[int(surface)], "event": orjson.loads(raw)})
+                           "surface": SURFACE_NAMES[int(surface)], "event": loads(raw)})
         return {"session": header, "events": events}

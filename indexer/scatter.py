@@ -12,8 +12,6 @@ import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-import orjson
-
 from indexer.config import IndexConfig
 from indexer.cursor import decode_cursor, encode_cursor, require_generation
 from indexer.errors import INVALID_QUERY, query_error
@@ -32,6 +30,7 @@ from indexer.ranking import Candidate, merge_page
 from indexer.search import search_shard
 from indexer.service import prepare_request
 from indexer.shard import Shard
+from projections.codec import loads
 
 #: Scatter a plan to every shard (in shard order); each answer is `{generation, candidates}`.
 Scatter = Callable[[dict[str, Any]], list[dict[str, Any]]]
@@ -81,7 +80,7 @@ def answer_shard_headers(shard: Shard) -> list[dict[str, Any]]:
     """Owner side: every session header of this shard (for lineage)."""
     with shard.reader() as conn:
         rows = conn.execute("SELECT header FROM sessions WHERE header IS NOT NULL").fetchall()
-    return [orjson.loads(h) for (h,) in rows]
+    return [loads(h) for (h,) in rows]
 
 
 class Coordinator:

@@ -33,8 +33,6 @@ from dataclasses import dataclass
 from operator import itemgetter
 from typing import Any
 
-import orjson
-
 from indexer.blocks import decode_block, read_raws
 from indexer.database import Conn
 from indexer.filters import compile_clauses, validate_filters
@@ -62,6 +60,7 @@ from indexer.schema import (
 )
 from indexer.snippet import highlight_texts, make_snippet, mark_spans, substring_spans
 from indexer.writer import has_cjk, text_of
+from projections.codec import dumps
 
 #: Trigram MATCH needs 3 code points; shorter substring queries scan (CJK docs only by default).
 TRIGRAM_MIN = 3
@@ -162,7 +161,7 @@ def _join(conn: Conn, rows: list[tuple[int, int]], where: str, params: list[Any]
     columns = f"{_COLUMNS}, {_PAGE_COLUMNS}" if page else _COLUMNS
     found = conn.execute(f"SELECT {columns} FROM events e{_JOINS}"
                          f" WHERE e.id IN (SELECT value FROM json_each(?)) AND {where}",
-                         [orjson.dumps(list(ids)), *params])
+                         [dumps(list(ids)), *params])
     if not page:
         return [_candidate(r, ids[int(r[0])]) for r in found]
     out = []

@@ -13,8 +13,6 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
-
 from indexer.blocks import BlockWriter, read_raws
 from indexer.database import Conn
 from indexer.errors import INDEX_FAILED, SourceConflict, query_error
@@ -35,6 +33,7 @@ from indexer.schema import (
     document_id,
     kind,
 )
+from projections.codec import dumps, dumps_sorted, loads
 from projections.events import header_key_fields
 from projections.extraction import extract_text
 from projections.records import EventRecord, HeaderRecord, IndexRecord
@@ -65,7 +64,7 @@ def has_cjk(text: str) -> bool:
 
 def text_of(raw: bytes) -> str:
     """The document text of a stored raw event (the index keeps no second copy of it)."""
-    return extract_text(orjson.loads(raw))
+    return extract_text(loads(raw))
 
 
 class ShardWriter:
@@ -187,7 +186,7 @@ def facts_of(record: EventRecord) -> Facts:
     claude = kind_ in _CLAUDE_RECORDS and agent_of(record.session_id) == CLAUDE_AGENT
     if kind_ not in _NAMING and not claude:
         return _NO_FACTS
-    event = orjson.loads(record.raw)
+    event = loads(record.raw)
     source = source_code(event)
     prompt = None
     if is_prompt(kind_, source) and record.text.strip():
@@ -258,7 +257,7 @@ def apply_header(w: ShardWriter, record: HeaderRecord) -> bool:
     row = w.conn.execute("SELECT header FROM sessions WHERE id = ?",
                          (record.session_id,)).fetchone()
     if row is not None and row[0] is not None:
-        if header_key_fields(orjson.loads(row[0])) != header_key_fields(header):
+        if header_key_fields(loads(row[0])) != header_key_fields(header):
             raise SourceConflict(f"header of session {record.session_id!r} disagrees with the "
                                  "indexed header", session_id=record.session_id, seq=None)
         return False
@@ -267,7 +266,7 @@ def apply_header(w: ShardWriter, record: HeaderRecord) -> bool:
         "UPDATE sessions SET header = ?, cwd = ?, created_at = ?, parent = ?, seed_length = ?,"
         " delegation_depth = ?, revision = revision + 1,"
         " last_event_time = COALESCE(last_event_time, ?) WHERE id = ?",
-        (orjson.dumps(header, option=orjson.OPT_SORT_KEYS).decode("utf-8"), header.get("cwd"),
+        (dumps_sorted(header).decode("utf-8"), header.get("cwd"),
          header.get("createdAt"), header.get("parentSession"), header.get("seedLength"),
          header.get("delegationDepth") or 0, header.get("createdAt"), record.session_id))
     return True
@@ -311,11 +310,11 @@ def _insert_documents(w: ShardWriter, docs: list[tuple[int, str, bool]]) -> None
     if not docs:
         return
     rows = [(document_id(e, len(t)), t) for e, t, _ in docs]
-    w.conn.execute(_FTS_ROWS.format(table="events_fts"), (orjson.dumps(rows),))
+    w.conn.execute(_FTS_ROWS.format(table="events_fts"), (dumps(rows),))
     tri = [(document_id(e, len(t)), t) for e, t, cjk in docs if cjk or w.substring]
     if tri:
         _count_trigram_docs(w.conn, len(tri))
-        w.conn.execute(_FTS_ROWS.format(table="events_tri"), (orjson.dumps(tri),))
+        w.conn.execute(_FTS_ROWS.format(table="events_tri"), (dumps(tri),))
 
 
 _INSERT_EVENT = "INSERT INTO events(id, kind, time, order_key, len) VALUES (?, ?, ?, ?, ?)"
@@ -332,7 +331,7 @@ def apply_event(w: ShardWriter, record: EventRecord) -> bool:
     assert session is not None
     stored = w.raw(session, seq)
     if stored is not None:
-        if orjson.loads(stored) != orjson.loads(record.raw):
+        if loads(stored) != loads(record.raw):
             raise SourceConflict(f"event {seq} of session {sid!r} differs from the indexed one",
                                  session_id=sid, seq=seq)
         return False
@@ -472,7 +471,7 @@ class _Appends:
         if not self.rows:
             return
         conn = self.w.conn
-        conn.execute(_EVENT_ROWS, (orjson.dumps(
+        conn.execute(_EVENT_ROWS, (dumps(
             [(r[0], kind(r[1], r[2], r[3], r[7]), r[4], r[5], r[6]) for r in self.rows]),))
         self.w.blocks.write(self.raws)
         _insert_documents(self.w, self.docs)

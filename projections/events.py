@@ -214,7 +214,7 @@ def _plainly_valid(value: dict[str, Any], canonical: bytes | None) -> bool:
     """True only if `Event.model_validate(value)` would accept `value`: the common shapes,
     checked by hand; False means "ask the model" (which then gives the one rejection message).
     `canonical`: the line `value` was parsed from, if orjson writes `value` back as exactly
-    those bytes (projections.jsonwire.loads_canonical): its numbers are then safe integers or
+    those bytes (projections.codec.loads_canonical): its numbers are then safe integers or
     finite floats, so `data` is lossless unless the line spells a negative zero."""
     kind = value.get("type")
     seq = value.get("seq")

@@ -5,8 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import orjson
-
+from projections.codec import dumps
 from projections.events import Event, as_wire
 
 #: Reserved highlight markers (PROTOCOL §3.3): never allowed in stored text.
@@ -46,7 +45,7 @@ def _as_text(value: Any) -> str:
         return ""
     if isinstance(value, str):
         return value
-    return orjson.dumps(value).decode("utf-8")
+    return dumps(value).decode("utf-8")
 
 
 def _result_content_pieces(content: Any) -> list[str]:

@@ -14,8 +14,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-import orjson
-
+from projections.codec import dumps, dumps_sorted, loads
 from projections.errors import FoldError
 from projections.events import MAX_SAFE_INTEGER, SURFACE_TYPES, Event, as_wire
 
@@ -152,7 +151,7 @@ def blank_tool_result(data: Any) -> Any:
 
 def tool_digest(data: Any) -> str:
     """A stable digest of blanked tool/result data; equal digests mean deep-equal JSON."""
-    canonical = orjson.dumps(blank_tool_result(data), option=orjson.OPT_SORT_KEYS)
+    canonical = dumps_sorted(blank_tool_result(data))
     return base64.b64encode(hashlib.blake2b(canonical, digest_size=16).digest()).decode("ascii")
 
 
@@ -263,8 +262,8 @@ def fold_surface(events: Iterable[Event | Mapping[str, Any]], *,
 # --- serialization of the state, for a changelog-backed table (one meta record + one per page) ---
 
 def encode_meta(state: SurfaceState) -> bytes:
-    return orjson.dumps({"v": STATE_VERSION, "n": state.next_seq, "g": state.generation,
-                         "p": len(state.pages)})
+    return dumps({"v": STATE_VERSION, "n": state.next_seq, "g": state.generation,
+                  "p": len(state.pages)})
 
 
 def encode_page(page: Sequence[Node]) -> bytes:
@@ -274,13 +273,13 @@ def encode_page(page: Sequence[Node]) -> bytes:
         delta = n.seq - prev
         prev = n.seq
         out.append(delta if n.tool_digest is None else [delta, n.tool_digest])
-    return orjson.dumps(out)
+    return dumps(out)
 
 
 def decode_page(raw: bytes) -> tuple[Node, ...]:
     nodes: list[Node] = []
     prev = 0
-    for item in orjson.loads(raw):
+    for item in loads(raw):
         if isinstance(item, list):
             prev += int(item[0])
             nodes.append(Node(prev, str(item[1])))
@@ -311,7 +310,7 @@ def encode_step(step: Step) -> dict[str, bytes | None]:
 def decode_state(records: Mapping[str, bytes]) -> SurfaceState:
     """Rebuild a state from its table records; raises FoldError on a foreign or partial state."""
     try:
-        meta = orjson.loads(records["m"])
+        meta = loads(records["m"])
         if meta.get("v") != STATE_VERSION:
             raise FoldError(f"fold state version {meta.get('v')} is not {STATE_VERSION}")
         pages = tuple(decode_page(records[f"p{i}"]) for i in range(int(meta["p"])))

@@ -13,10 +13,9 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 import zstandard
 
-from projections import jsonwire
+from projections.codec import dumps, loads_canonical
 from projections.errors import (
     INGEST_AFTER_REJECTED,
     INGEST_CORRUPT_COMPRESSION,
@@ -142,7 +141,7 @@ def pack_chunk_row(kind: str, events: list[Mapping[str, Any]]) -> dict[str, Any]
 
 def _loads(number: int, line: bytes) -> tuple[Any, bool, Rejection | None]:
     try:
-        value, canonical = jsonwire.loads_canonical(line)
+        value, canonical = loads_canonical(line)
         return value, canonical, None
     except InputRejected as exc:
         return None, False, Rejection(number, exc.code, exc.message, line)
@@ -226,7 +225,7 @@ class LogBuilder:
         next_seq = log.state.next_seq
         if seq != next_seq:
             if self.base_seq <= seq < next_seq:
-                if orjson.dumps(log.events[seq - self.base_seq]) == orjson.dumps(event):
+                if dumps(log.events[seq - self.base_seq]) == dumps(event):
                     self.duplicates += 1
                     return
                 raise InputRejected(f"seq {seq} already holds a different event",
@@ -268,6 +267,6 @@ def parse_log(data: bytes, *, max_event_bytes: int = DEFAULT_MAX_EVENT_BYTES) ->
 
 def dump_log(header: Mapping[str, Any], events: list[Mapping[str, Any]]) -> bytes:
     """A native log's bytes: header line, then one event per line."""
-    lines = [orjson.dumps(dict(header))]
-    lines.extend(orjson.dumps(dict(e)) for e in events)
+    lines = [dumps(dict(header))]
+    lines.extend(dumps(dict(e)) for e in events)
     return b"\n".join(lines) + b"\n"

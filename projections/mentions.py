@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import base64
 import binascii
-import json
 import re
 
+from projections.codec import js_stringify, parse_js
 from projections.errors import SessionReferenceError
-from projections.snapshot import INVALID_REFERENCE, Reference, js_stringify
+from projections.snapshot import INVALID_REFERENCE, Reference
 
 SCHEME = "dsh-session:"
 
@@ -44,7 +44,7 @@ def decode_uri(uri: str) -> str:
     try:
         raw = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
         # Invalid UTF-8 decodes to U+FFFD as in JS; the canonical check below then rejects it.
-        decoded = json.loads(raw.decode("utf-8", errors="replace"))
+        decoded = parse_js(raw.decode("utf-8", errors="replace"))
     except (binascii.Error, ValueError):
         raise _invalid(uri) from None
     # Re-encoding catches padding bits, whitespace and escape spellings JSON.stringify never

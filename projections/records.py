@@ -13,8 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
 
-import orjson
-
+from projections.codec import dumps, loads
 from projections.events import SURFACE_TYPES
 from projections.extraction import extract_text
 from projections.fold import Replacement, Step, SurfaceState, plan
@@ -52,7 +51,7 @@ class EventRecord(NamedTuple):
     def to_json(self) -> dict[str, Any]:
         return {"kind": "event", "sessionId": self.session_id, "seq": self.seq,
                 "type": self.type, "time": self.time, "surface": self.surface.value,
-                "text": self.text, "event": orjson.loads(self.raw),
+                "text": self.text, "event": loads(self.raw),
                 "replacement": None if self.replacement is None else self.replacement.to_json()}
 
 
@@ -67,10 +66,10 @@ def event_record(session_id: str, event: Mapping[str, Any], step: Step, *,
     kind = str(event["type"])
     surface = Surface.CURRENT if kind in SURFACE_TYPES else Surface.LOG_ONLY
     if raw is None:
-        raw = orjson.dumps(dict(event))
+        raw = dumps(dict(event))
     shown, counts = redactor.redact_event(event, raw)
     if counts:
-        raw = orjson.dumps(dict(shown))
+        raw = dumps(dict(shown))
     return EventRecord(session_id, int(event["seq"]), kind, int(event["time"]), surface,
                        extract_text(shown), raw, step.replacement)
 
@@ -96,4 +95,4 @@ def record_from_json(value: Mapping[str, Any]) -> IndexRecord:
     replacement = None if rep is None else Replacement.from_json(rep)
     return EventRecord(str(value["sessionId"]), int(value["seq"]), str(value["type"]),
                        int(value["time"]), Surface(value["surface"]), str(value["text"]),
-                       orjson.dumps(value["event"]), replacement)
+                       dumps(value["event"]), replacement)

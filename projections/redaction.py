@@ -17,8 +17,9 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 from ahocorasick_rs import BytesAhoCorasick, Implementation
+
+from projections.codec import dumps
 
 #: Bump when this module's semantics change (the fingerprint then changes and indexes rebuild).
 #: 2: a bounded rule's neighbours are ASCII letters and digits only (a token glued to `我`/`é`).
@@ -231,7 +232,7 @@ class Redactor:
         described = [ENGINE_VERSION, [r.describe() for r in self.rules],
                      None if self.key_rule is None else self.key_rule.describe(),
                      [[p.pattern, int(p.flags)] for p in self.allow]]
-        return "v1-" + hashlib.blake2b(orjson.dumps(described), digest_size=10).hexdigest()
+        return "v1-" + hashlib.blake2b(dumps(described), digest_size=10).hexdigest()
 
     # --- texts ----------------------------------------------------------------------------------
 
@@ -345,7 +346,7 @@ class Redactor:
         if not self.enabled or "data" not in event:
             return event, {}
         plan = self._plan
-        found, keys = plan.found(orjson.dumps(event["data"]) if raw is None else raw)
+        found, keys = plan.found(dumps(event["data"]) if raw is None else raw)
         active = plan.active(found) if found else ()
         if not active and not plan.always and not keys:
             return event, {}

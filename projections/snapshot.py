@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import orjson
-
+from projections.codec import JSONEncodeError, dumps, join_surrogate_pairs, stringify_tag_safe_json
+from projections.codec import format_js_number as format_js_number  # re-exported: part of §4.4
+from projections.codec import js_stringify as js_stringify  # re-exported: part of §4.4
 from projections.errors import SessionReferenceError
 from projections.events import MAX_SAFE_INTEGER, SessionHeader
 from projections.extraction import message_of
@@ -65,142 +64,12 @@ class Reference:
 
 
 # ---------------------------------------------------------------------------------------------
-# JSON exactly as JavaScript's JSON.stringify writes it (PROTOCOL §4.4)
+# Sizes as JavaScript counts them (JSON.stringify itself: projections.codec.js_stringify)
 # ---------------------------------------------------------------------------------------------
-
-# JS escapes only these, control characters and lone surrogates; everything else (U+2028/2029,
-# DEL, all non-ASCII) stays literal.
-_SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r",
-                  "\t": "\\t"}
-_NEEDS_ESCAPE = re.compile('["\\\\\x00-\x1f\ud800-\udfff]')
-_SURROGATE = re.compile("[\ud800-\udfff]")
-# Array-index keys (canonical uint32 below 2**32 - 1) come first in a JS object, ascending.
-_INDEX_KEY = re.compile("0|[1-9][0-9]*")
-_MAX_INDEX = 2**32 - 2
-
-
-def join_surrogate_pairs(text: str) -> str:
-    """Python strs may hold a UTF-16 pair as two code points; JS sees one character there."""
-    if _SURROGATE.search(text) is None:
-        return text
-    return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
-
 
 def utf8_length(text: str) -> int:
     """UTF-8 bytes as Buffer.byteLength counts them: a lone surrogate is 3 bytes (its U+FFFD)."""
     return len(join_surrogate_pairs(text).encode("utf-8", "surrogatepass"))
-
-
-def _escape_char(match: re.Match[str]) -> str:
-    char = match.group()
-    return _SHORT_ESCAPES.get(char) or f"\\u{ord(char):04x}"
-
-
-def _quote(text: str) -> str:
-    return '"' + _NEEDS_ESCAPE.sub(_escape_char, join_surrogate_pairs(text)) + '"'
-
-
-def format_js_number(value: int | float) -> str:
-    """Number::toString of ECMA-262: shortest round-trip digits, then JS's own exponent rules."""
-    if isinstance(value, int) and abs(value) <= MAX_SAFE_INTEGER:
-        return str(value)
-    try:
-        number = float(value)  # a larger int is the double JS would parse it to
-    except OverflowError:
-        number = float("inf")
-    if not math.isfinite(number):
-        raise ValueError("non-finite number is not JSON-serializable")
-    if number == 0:
-        return "0"  # JS prints -0 as 0
-    sign = "-" if number < 0 else ""
-    digits, point = _shortest_digits(abs(number))
-    return sign + _place_point(digits, point)
-
-
-def _shortest_digits(number: float) -> tuple[str, int]:
-    """(digits, n) with number == 0.digits × 10**n; Python's repr already gives shortest digits."""
-    mantissa, _, exponent = repr(number).partition("e")
-    whole, _, fraction = mantissa.partition(".")
-    raw = whole + fraction
-    stripped = raw.lstrip("0")
-    point = len(whole) + int(exponent or 0) - (len(raw) - len(stripped))
-    return stripped.rstrip("0"), point
-
-
-def _place_point(digits: str, n: int) -> str:
-    k = len(digits)
-    if k <= n <= 21:
-        return digits + "0" * (n - k)
-    if 0 < n <= 21:
-        return digits[:n] + "." + digits[n:]
-    if -6 < n <= 0:
-        return "0." + "0" * -n + digits
-    exponent = n - 1
-    mark = "+" if exponent >= 0 else "-"
-    mantissa = digits if k == 1 else digits[0] + "." + digits[1:]
-    return f"{mantissa}e{mark}{abs(exponent)}"
-
-
-def _ordered_keys(keys: list[str]) -> list[str]:
-    index_keys = [k for k in keys if _INDEX_KEY.fullmatch(k) and int(k) <= _MAX_INDEX]
-    if not index_keys:
-        return keys
-    chosen = set(index_keys)
-    return sorted(index_keys, key=int) + [k for k in keys if k not in chosen]
-
-
-def js_stringify(value: Any) -> str:
-    """Exactly `JSON.stringify(value)`; raises ValueError for anything that is not a JSON value
-    (where JS would print null for NaN/Infinity we refuse: such data is never lossless)."""
-    parts: list[str] = []
-    _write(value, parts, set())
-    return "".join(parts)
-
-
-def _write(value: Any, parts: list[str], path: set[int]) -> None:
-    if value is None:
-        parts.append("null")
-    elif value is True:
-        parts.append("true")
-    elif value is False:
-        parts.append("false")
-    elif isinstance(value, str):
-        parts.append(_quote(value))
-    elif isinstance(value, (int, float)):
-        parts.append(format_js_number(value))
-    elif isinstance(value, (list, tuple, dict)):
-        _write_container(value, parts, path)
-    else:
-        raise ValueError(f"{type(value).__name__} is not JSON-serializable")
-
-
-def _write_container(value: list[Any] | tuple[Any, ...] | dict[Any, Any], parts: list[str],
-                     path: set[int]) -> None:
-    if id(value) in path:
-        raise ValueError("cyclic structure is not JSON-serializable")
-    path.add(id(value))
-    if isinstance(value, dict):
-        if not all(isinstance(k, str) for k in value):
-            raise ValueError("object keys must be strings to be JSON-serializable")
-        parts.append("{")
-        for i, key in enumerate(_ordered_keys(list(value))):
-            parts.append("," if i else "")
-            parts.append(_quote(key) + ":")
-            _write(value[key], parts, path)
-        parts.append("}")
-    else:
-        parts.append("[")
-        for i, item in enumerate(value):
-            parts.append("," if i else "")
-            _write(item, parts, path)
-        parts.append("]")
-    path.discard(id(value))
-
-
-def stringify_tag_safe_json(value: Any) -> str:
-    """PROTOCOL §4.4: JSON.stringify with every `<` as `\\u003c`. A `<` only occurs inside string
-    literals of JSON output, so the escape is lossless yet no data can spell a tag."""
-    return js_stringify(value).replace("<", "\\u003c")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -288,7 +157,7 @@ def _quoted_bytes(text: str) -> int:
     JSON.stringify escapes (`"`, `\\`, control characters, with the same short forms) and
     keeps everything else literal, so only `<` → `\\u003c` (5 more bytes) differs. It refuses
     surrogates (lone, or a UTF-16 pair held as two code points): those take the slow path."""
-    return len(orjson.dumps(text)) + 5 * text.count("<")
+    return len(dumps(text)) + 5 * text.count("<")
 
 
 def _item_bytes(role: str, text: str) -> int:
@@ -296,7 +165,7 @@ def _item_bytes(role: str, text: str) -> int:
     try:
         # {"role":  ,"text":  }
         return 8 + _quoted_bytes(role) + 8 + _quoted_bytes(text) + 1
-    except orjson.JSONEncodeError:
+    except JSONEncodeError:
         return _item_bytes_slow(role, text)
 
 

@@ -25,8 +25,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import filelock
-import orjson
 
+from projections.codec import dumps, loads
 from projections.errors import LockTimeout
 
 LOCK_FILE = "lock"
@@ -126,7 +126,7 @@ class WriterLock:
     def describe_owner(self) -> str:
         """Who holds the lock, as its holder recorded it (best effort: it is only a hint)."""
         try:
-            owner = orjson.loads((self.data_dir / EPOCH_FILE).read_bytes())
+            owner = loads((self.data_dir / EPOCH_FILE).read_bytes())
             since = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(float(owner["since"])))
             return f"held by pid {int(owner['pid'])}, `{owner['command']}`, since {since}"
         except Exception:
@@ -140,8 +140,8 @@ class WriterLock:
         try:
             previous = os.read(fd, 4096)
             changed = self._token is None or previous != self._token
-            self._token = orjson.dumps({"token": secrets.token_hex(16), "pid": os.getpid(),
-                                        "command": self.command, "since": time.time()})
+            self._token = dumps({"token": secrets.token_hex(16), "pid": os.getpid(),
+                                 "command": self.command, "since": time.time()})
             os.lseek(fd, 0, os.SEEK_SET)
             os.ftruncate(fd, 0)
             os.write(fd, self._token)

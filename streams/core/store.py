@@ -21,8 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from projections.codec import JSONDecodeError, dumps, loads
 from projections.errors import (
     INGEST_DUPLICATE_CONFLICT,
     INGEST_HEADER_CONFLICT,
@@ -148,8 +147,8 @@ class SessionStore:
 
     def _parse(self, path: Path, number: int, line: bytes) -> Any:
         try:
-            return orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
+            return loads(line)
+        except JSONDecodeError as exc:
             raise self._corrupt(path, number, f"not JSON ({exc})") from None
 
     def read(self, session_id: str) -> tuple[dict[str, Any], list[dict[str, Any]]]:
@@ -190,7 +189,7 @@ class SessionStore:
                 state = apply(state, event)
             except FoldError as exc:
                 raise self._corrupt(path, n, f"the event does not fold ({exc.message})") from None
-        stored = StoredSession(header, state, [_digest(orjson.dumps(e)) for e in events])
+        stored = StoredSession(header, state, [_digest(dumps(e)) for e in events])
         self._cache[session_id] = stored
         return stored
 
@@ -212,10 +211,10 @@ class SessionStore:
             return "new"
         if stored is not None and seq < next_seq:
             if stored.digests is None:
-                stored.digests = [_digest(orjson.dumps(e))
+                stored.digests = [_digest(dumps(e))
                                   for e in self.read(str(stored.header["id"]))[1]]
             if stored.digests[seq] == _digest(raw if raw is not None
-                                              else orjson.dumps(dict(event))):
+                                              else dumps(dict(event))):
                 return "duplicate"
             raise InputRejected(f"seq {seq} already holds a different event",
                                 code=INGEST_DUPLICATE_CONFLICT)
@@ -232,10 +231,10 @@ class SessionStore:
         made durable before `sync()`."""
         session_id = str(header["id"])
         stored = self.load(session_id)
-        lines = [] if stored is not None else [orjson.dumps(dict(header))]
+        lines = [] if stored is not None else [dumps(dict(header))]
         if raws is None:
             raws = [None] * len(events)
-        raw = [r if r is not None else orjson.dumps(dict(e))
+        raw = [r if r is not None else dumps(dict(e))
                for e, r in zip(events, raws, strict=True)]
         lines.extend(raw)
         if not lines:
@@ -325,7 +324,7 @@ class DeadLetters:
                 record["offset"] = r.offset
             if r.bounded:
                 record["digest"] = r.digest
-            out.append(orjson.dumps(record))
+            out.append(dumps(record))
         if out:
             with open_private(self.path, "ab") as f:
                 f.write(b"\n".join(out) + b"\n")
@@ -355,10 +354,10 @@ class DeadLetters:
             if not line:
                 continue
             try:
-                entry = orjson.loads(line)
+                entry = loads(line)
                 if not isinstance(entry, dict):
                     raise ValueError("not an object")
-            except (orjson.JSONDecodeError, ValueError) as exc:
+            except (JSONDecodeError, ValueError) as exc:
                 torn = number == data.count(b"\n") + 1
                 yield {"source": str(self.path), "line": number, "sessionId": None,
                        "code": StoreCorrupt.code,

@@ -13,9 +13,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
 from rich.text import Text
 
+from projections.codec import dumps
 from projections.extraction import extract_text, message_of
 from streams.faces.textsafe import visible
 
@@ -220,7 +220,7 @@ def _preview(event: Mapping[str, Any]) -> str:
     data = without_raw(event).get("data")
     if data in (None, {}, []):
         return ""
-    text = orjson.dumps(data).decode("utf-8")
+    text = dumps(data).decode("utf-8")
     if len(text) > DATA_PREVIEW_CHARS:
         text = text[:DATA_PREVIEW_CHARS - 1] + "…"
     return visible(text)

@@ -11,7 +11,7 @@ the file itself is rejected) is ingested, skipped as an exact duplicate, parked 
 letters, or pending (an unterminated last line, taken once a newline completes it):
 `linesRead == ingested + duplicatesSkipped + parked + pending` (`IngestReport.accounting`).
 Sources are read under caps (streams/ingest/sourcefile.py) and parsed losslessly
-(projections/jsonwire.py); an importer that raises parks its file whole
+(projections/codec.py); an importer that raises parks its file whole
 (INGEST_IMPORTER_FAILED) and the run goes on. Callers hold the writer lock.
 """
 
@@ -23,9 +23,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from projections import jsonwire
+from projections.codec import (
+    JSONDecodeError,
+    check_value,
+    dumps,
+    dumps_sorted,
+    loads,
+    loads_lossless,
+)
 from projections.errors import (
     INGEST_AFTER_REJECTED,
     INGEST_CORRUPT_COMPRESSION,
@@ -220,8 +225,8 @@ class Ingestor:
         except FileNotFoundError:
             return {}
         try:
-            value = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
+            value = loads(data)
+        except JSONDecodeError as exc:
             value = exc
         if not isinstance(value, dict) or not all(isinstance(v, dict) for v in value.values()):
             raise StoreCorrupt(
@@ -234,7 +239,7 @@ class Ingestor:
     def _save_registry(self) -> None:
         # The registry says which lines are consumed: the store must hold them durably first.
         self.store.sync()
-        replace_file(self.registry_path, orjson.dumps(self.registry, option=orjson.OPT_SORT_KEYS))
+        replace_file(self.registry_path, dumps_sorted(self.registry))
 
     # --- runs ----------------------------------------------------------------------------------
 
@@ -419,7 +424,7 @@ class Ingestor:
             try:
                 stored = self.store.check_header(header)
             except InputRejected as exc:
-                conflict = Rejection(0, exc.code, exc.message, orjson.dumps(header))
+                conflict = Rejection(0, exc.code, exc.message, dumps(header))
                 self._park(key, [conflict, *parked], sid, report)
                 self.dead_letters.park(key, rejections, sid)  # the earlier lines' (idempotent)
                 report.events_parked += 1
@@ -432,7 +437,7 @@ class Ingestor:
             event_parked: list[Rejection] = []
             for i, event in enumerate(events):
                 try:
-                    jsonwire.check_value(event)
+                    check_value(event)
                     feed.feed_event(event, _imported_line(event, self.max_event_bytes))
                 except InputRejected as exc:
                     if exc.code == INGEST_DUPLICATE_CONFLICT and key in self.registry:
@@ -449,10 +454,10 @@ class Ingestor:
                                 "streams/ingest/importers/MAPPING.md, Re-importing"), report)
                         break
                     event_parked.append(Rejection(0, exc.code, f"imported event #{i}: "
-                                                  f"{exc.message}", orjson.dumps(event)))
+                                                  f"{exc.message}", dumps(event)))
                     event_parked.extend(
                         Rejection(0, INGEST_AFTER_REJECTED, f"imported event #{j}: an earlier "
-                                  "event of this session was rejected", orjson.dumps(e))
+                                  "event of this session was rejected", dumps(e))
                         for j, e in enumerate(events[i + 1:], start=i + 1))
                     break
             report.events_added += len(feed.log.events)
@@ -504,8 +509,8 @@ def detect_format(path: Path, text: bytes,
             return found
     first = text.split(b"\n", 1)[0]
     try:
-        head = orjson.loads(first)
-    except orjson.JSONDecodeError:
+        head = loads(first)
+    except JSONDecodeError:
         return "unknown"
     return "dsh" if isinstance(head, dict) and head.get("type") == "session" else "unknown"
 
@@ -561,7 +566,7 @@ def _imported_line(event: dict[str, Any], max_bytes: int) -> bytes:
     a line holds for it too: with data.raw beside the mapped content it can exceed the cap its
     source record passed, and the Kafka fold parks such a line, so the embedded store parks it
     as well (both then keep the same events)."""
-    line = orjson.dumps(event)
+    line = dumps(event)
     size = len(line)
     if size > max_bytes:
         raise InputRejected(f"its line is {size} bytes; the limit is {max_bytes} "
@@ -584,7 +589,7 @@ def screen_foreign(src: SourceText, plan: ReadPlan,
             continue
         if line.strip():
             try:
-                jsonwire.loads(line.rstrip(b"\r"))
+                loads_lossless(line.rstrip(b"\r"))
             except InputRejected as exc:
                 if exc.code in (INGEST_LOSSY_JSON, INGEST_TOO_DEEP):
                     parked.append(Rejection(number, exc.code, exc.message, line))
@@ -615,8 +620,8 @@ def whole_file_rejection(path: Path, code: str, reason: str, max_bytes: int, *,
 
 def _is_whole_object(tail: bytes) -> bool:
     try:
-        return isinstance(orjson.loads(tail), dict)
-    except orjson.JSONDecodeError:
+        return isinstance(loads(tail), dict)
+    except JSONDecodeError:
         return False
 
 
@@ -634,9 +639,9 @@ def checked_import(imported: Any) -> list[tuple[dict[str, Any], list[dict[str, A
             raise TypeError("imported events must be objects with an integer seq and a type")
         if not all(isinstance(r, Rejection) for r in rejections):
             raise TypeError("importer rejections must be Rejection records")
-        jsonwire.check_value(header)
+        check_value(header)
         for event in events:
-            orjson.dumps(event)  # the store must be able to write it (e.g. not nested too deep)
+            dumps(event)  # the store must be able to write it (e.g. not nested too deep)
         out.append((header, events, list(rejections)))
     return out
 

@@ -29,9 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import orjson
-
-from projections import jsonwire
+from projections.codec import JSONDecodeError, dumps, loads, loads_lossless
 from projections.errors import UsageError
 from streams.core.atomic import replace_file
 from streams.core.store import ensure_private_dir
@@ -78,7 +76,7 @@ def parse_payload(stdin: bytes, argv: tuple[str, ...] = (),
     """A Claude Code payload (stdin) or a Codex `notify` payload (the last argument)."""
     raw = argv[-1].encode("utf-8") if argv else stdin
     try:
-        value = jsonwire.loads(raw.strip())
+        value = loads_lossless(raw.strip())
     except Exception as exc:
         raise UsageError(f"the hook payload is not one JSON object ({exc})") from None
     if not isinstance(value, dict):
@@ -109,14 +107,14 @@ def _record_path(data_dir: Path, session_id: str) -> Path:
 def record(data_dir: Path, payload: HookPayload) -> None:
     """Remember the session's transcript and cwd (the newest payload wins)."""
     ensure_private_dir(data_dir / HOOKS_DIR)
-    replace_file(_record_path(data_dir, payload.session_id), orjson.dumps(payload.to_json()))
+    replace_file(_record_path(data_dir, payload.session_id), dumps(payload.to_json()))
 
 
 def lookup(data_dir: Path, session_id: str) -> dict[str, Any] | None:
     """What the hooks recorded for a session, if anything."""
     try:
-        value = orjson.loads(_record_path(data_dir, session_id).read_bytes())
-    except (OSError, orjson.JSONDecodeError):
+        value = loads(_record_path(data_dir, session_id).read_bytes())
+    except (OSError, JSONDecodeError):
         return None
     return value if isinstance(value, dict) and value.get("sessionId") == session_id else None
 
@@ -126,8 +124,8 @@ def latest_for_cwd(data_dir: Path, cwd: str) -> dict[str, Any] | None:
     best: dict[str, Any] | None = None
     for path in (data_dir / HOOKS_DIR).glob("*.json"):
         try:
-            value = orjson.loads(path.read_bytes())
-        except (OSError, orjson.JSONDecodeError):
+            value = loads(path.read_bytes())
+        except (OSError, JSONDecodeError):
             continue
         if isinstance(value, dict) and value.get("cwd") == cwd and isinstance(
                 value.get("at"), int) and (best is None or value["at"] > best["at"]):

@@ -31,9 +31,9 @@ from pathlib import Path, PurePath
 from typing import Any, Protocol
 
 import filelock
-import orjson
 import watchfiles
 
+from projections.codec import dumps, loads
 from projections.errors import RecallError
 from streams.core.errorlog import as_recall_error
 from streams.core.store import ensure_private_dir
@@ -94,7 +94,7 @@ def watch_lock(data_dir: Path) -> Iterator[None]:
         lock.acquire(timeout=0)
     except filelock.Timeout:
         try:
-            owner = orjson.loads((data_dir / WATCH_OWNER).read_bytes())
+            owner = loads((data_dir / WATCH_OWNER).read_bytes())
             who = f"pid {int(owner['pid'])}, since {owner['since']}"
         except Exception:
             who = "holder unknown"
@@ -104,7 +104,7 @@ def watch_lock(data_dir: Path) -> Iterator[None]:
         owner_path = data_dir / WATCH_OWNER
         fd = os.open(owner_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         with os.fdopen(fd, "wb") as f:
-            f.write(orjson.dumps({"pid": os.getpid(), "since": time.strftime(
+            f.write(dumps({"pid": os.getpid(), "since": time.strftime(
                 "%Y-%m-%dT%H:%M:%S%z")}))
         yield
     finally:

@@ -14,8 +14,8 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Protocol
 
 from indexer.listing import select_listing
+from projections.codec import MAX_JSON_DEPTH, MAX_SAFE_INTEGER
 from projections.errors import RecallError, SessionQueryError, SessionReferenceError
-from projections.jsonwire import MAX_JSON_DEPTH, MAX_SAFE_INTEGER
 
 SESSION_NOT_FOUND = "SESSION_QUERY_SESSION_NOT_FOUND"
 AMBIGUOUS_SESSION = "RECALL_AMBIGUOUS_SESSION"

@@ -11,11 +11,11 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-import orjson
 from rich.console import Console
 from rich.table import Table
 
 from projections import classify_surfaces, extract_text, model_transcript, parse_log
+from projections.codec import dumps, dumps_pretty
 from streams.facade import Recall
 
 CI_SESSION = "ci-billing-2025-11-24"
@@ -63,7 +63,7 @@ def run_demo(console: Console, *, as_json: bool = False, data_dir: Path | None =
             summary = _run(recall, console, as_json=as_json)
     summary["ui"] = ui_command(data_dir)
     if as_json:
-        console.file.write(orjson.dumps(summary, option=orjson.OPT_INDENT_2).decode() + "\n")
+        console.file.write(dumps_pretty(summary) + "\n")
     else:
         console.print("\n[bold]Then see it in a browser[/bold] (the greyed stack trace, the "
                       "search hit that finds it, the reference preview):")
@@ -117,7 +117,7 @@ def _run(recall: Recall, console: Console, *, as_json: bool) -> dict[str, Any]:
         message_id="demo-message-1")
     context = prepared["additionalContext"]
     say(f"  appended [context, message] at seqs {prepared['appended']}; provenance "
-        f"{orjson.dumps(context['source']['references'][0]).decode()}", markup=False,
+        f"{dumps(context['source']['references'][0]).decode()}", markup=False,
         highlight=False)
     say("  the context message the model receives:", highlight=False)
     say(context["content"][0]["text"], markup=False, highlight=False)

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import click
-import orjson
 from rich.live import Live
 from rich.text import Text
 
+from projections.codec import dumps
 from streams.core.settings import Settings
 from streams.faces.cli.main import SafePath, err_console, json_option, open_recall, say
 from streams.faces.textsafe import visible
@@ -30,7 +30,7 @@ def _sink(recall: Any, settings: Settings) -> Sink:
 def _printer(as_lines: bool) -> Any:
     def emit(event: dict[str, Any]) -> None:
         if as_lines:
-            sys.stdout.write(orjson.dumps({"at": int(time.time() * 1000), **event}).decode()
+            sys.stdout.write(dumps({"at": int(time.time() * 1000), **event}).decode()
                              + "\n")
             sys.stdout.flush()
         elif event["event"] in ("rewritten", "error", "unreadable"):
@@ -127,4 +127,4 @@ def hook(ctx: click.Context, payload: Sequence[str], lock_timeout_s: float,
         log_exception(exc, data_dir, context="recall hook")
         result["error"] = {"code": error.code, "message": error.message}
     if verbose:
-        sys.stderr.write(orjson.dumps(result).decode() + "\n")
+        sys.stderr.write(dumps(result).decode() + "\n")

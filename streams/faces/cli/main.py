@@ -20,12 +20,11 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import click
-import orjson
 from rich.cells import cell_len
 from rich.console import Console
 from rich.text import Text
 
-from projections import jsonwire
+from projections.codec import dumps_pretty, loads_lossless
 from projections.errors import (
     DISTRIBUTION,
     EXIT_ERROR,
@@ -54,7 +53,7 @@ err_console = Console(stderr=True, highlight=False, soft_wrap=True)
 
 
 def emit_json(value: Any) -> None:
-    sys.stdout.write(orjson.dumps(value, option=orjson.OPT_INDENT_2).decode("utf-8") + "\n")
+    sys.stdout.write(dumps_pretty(value) + "\n")
 
 
 def say(*parts: str | tuple[str, str]) -> None:
@@ -357,7 +356,7 @@ def read_request(handle: Any) -> dict[str, Any]:
         return {}
     data = handle.read()
     try:
-        value = jsonwire.loads(data.strip() if isinstance(data, bytes) else data.encode())
+        value = loads_lossless(data.strip() if isinstance(data, bytes) else data.encode())
     except InputRejected as exc:
         raise UsageError(f"the --request file is not a usable JSON object ({exc.code}: "
                          f"{exc.message})", hint="give the PROTOCOL §3.2 request as one JSON "
@@ -522,7 +521,7 @@ def surface(ctx: click.Context, session_id: str, raw: bool, as_json: bool) -> No
 def _print_events(events: Sequence[dict[str, Any]]) -> None:
     for event in events:
         say((f"seq {event.get('seq')} (complete, with data.raw):", "bold"))
-        say(visible(orjson.dumps(event, option=orjson.OPT_INDENT_2).decode(),
+        say(visible(dumps_pretty(event),
                     keep_newlines=True))
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from projections import jsonwire
+from projections.codec import loads_lossless
 from projections.errors import InputRejected, UsageError
 from streams.faces.cli.main import TEXT, emit_json, json_option, open_recall, say
 from streams.faces.textsafe import visible
@@ -39,7 +39,7 @@ def _read_events(source: Any) -> list[Any]:
         if not line.strip():
             continue
         try:
-            events.append(jsonwire.loads(line))
+            events.append(loads_lossless(line))
         except InputRejected as exc:
             raise UsageError(f"--events line {number}: {exc.message}") from None
     return events

@@ -8,8 +8,8 @@ from pathlib import Path
 from typing import Any
 
 import click
-import orjson
 
+from projections.codec import dumps
 from projections.errors import MissingExtra, RecallError
 from streams.core.settings import Settings
 from streams.faces.cli.main import TEXT, json_option, open_recall
@@ -90,7 +90,7 @@ def ui(ctx: click.Context, host: str, port: int, as_json: bool) -> None:
         info: dict[str, Any] = {"url": url, "host": host, "port": bound_port,
                                 "tokenRequired": token is not None}
         if as_json:
-            sys.stdout.write(orjson.dumps(info).decode() + "\n")
+            sys.stdout.write(dumps(info).decode() + "\n")
         else:
             sys.stdout.write(f"recall ui: open {url}  (Ctrl-C stops it)\n")
         sys.stdout.flush()

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from projections.codec import dumps_pretty
 from streams.faces.mcp.timestamps import iso_utc
 from streams.faces.textsafe import visible
 from streams.faces.views import without_raw
@@ -152,8 +152,7 @@ def event_read(session_id: str, read: Mapping[str, Any], show_before: bool,
         lines += _neighbours("Before", read.get("before") or [])
     lines += [f"Target: seq {event['seq']} | {data(event['type'])} | {target['surface']} | "
               f"{iso_utc(event['time'])}",
-              "```json", visible(json.dumps(event, ensure_ascii=False, indent=2),
-                                 keep_newlines=True), "```"]
+              "```json", visible(dumps_pretty(event), keep_newlines=True), "```"]
     if show_after:
         lines += _neighbours("After", read.get("after") or [])
     return "\n".join(lines)

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from projections.codec import parse_js
 from projections.snapshot import PROMPT_PREFIX, PROMPT_SUFFIX
 from projections.titles import NOT_INJECTED
 from streams.facade import Recall
@@ -350,7 +350,7 @@ class SessionTools:
         context = result.get("additionalContext") or {}
         prompt = str(context["content"][0]["text"])
         # Re-check what was actually captured: every snapshot names its session and cwd.
-        data = json.loads(prompt[len(PROMPT_PREFIX):len(prompt) - len(PROMPT_SUFFIX)])
+        data = parse_js(prompt[len(PROMPT_PREFIX):len(prompt) - len(PROMPT_SUFFIX)])
         if [d.get("sessionId") for d in data] != sources:
             raise unauthorized()
         for item in data:

@@ -13,11 +13,10 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-import orjson
-
 from indexer.normalize import fts_phrase, normalize_query
 from indexer.search import choose_index
 from indexer.snippet import highlight_texts, mark_spans, substring_spans
+from projections.codec import JSONDecodeError, dumps, dumps_pretty, loads
 from projections.errors import RecallError
 from projections.extraction import HIGHLIGHT_CLOSE, HIGHLIGHT_OPEN, extract_text, message_of
 from projections.fold import fold_surface
@@ -187,7 +186,7 @@ def _preview(event: Mapping[str, Any]) -> str:
     data = without_raw(event).get("data")
     if data in (None, {}, []):
         return ""
-    text = orjson.dumps(data).decode("utf-8")
+    text = dumps(data).decode("utf-8")
     return text if len(text) <= 400 else text[:399] + "…"
 
 
@@ -383,7 +382,7 @@ def event_hits(page: Mapping[str, Any], query: str = "", *,
 
 def raw_json(value: Any) -> str:
     """An answer as indented JSON for the raw view (escaped by the template)."""
-    return orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS).decode()
+    return dumps_pretty(value)
 
 
 def window(read: Mapping[str, Any]) -> list[tuple[Entry, bool]]:
@@ -437,11 +436,11 @@ def source_uses(result: Mapping[str, Any]) -> list[SourceUse]:
     start, end = text.find(_OPEN_TAG), text.rfind(_CLOSE_TAG)
     if 0 <= start < end:
         try:
-            snapshots = orjson.loads(text[start + len(_OPEN_TAG):end])
-        except orjson.JSONDecodeError:
+            snapshots = loads(text[start + len(_OPEN_TAG):end])
+        except JSONDecodeError:
             snapshots = None
         if isinstance(snapshots, list) and len(snapshots) == len(provenance):
-            sizes = [len(orjson.dumps(s)) for s in snapshots]
+            sizes = [len(dumps(s)) for s in snapshots]
     return [SourceUse(session_id=str(p.get("sessionId")), label=line(p.get("label")),
                       bytes=size, truncated=bool(p.get("truncated")),
                       omitted_messages=int(p.get("omittedMessages") or 0),

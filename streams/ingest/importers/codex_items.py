@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import orjson
+from projections.codec import JSONDecodeError, dumps, loads
 
 #: response_item types the model itself produced (they open a new step after any input).
 ASSISTANT_ITEMS = frozenset({"reasoning", "function_call", "custom_tool_call", "local_shell_call",
@@ -81,8 +81,8 @@ def decode_arguments(arguments: Any) -> Any:
     if not isinstance(arguments, str):
         return arguments
     try:
-        return orjson.loads(arguments)
-    except orjson.JSONDecodeError:
+        return loads(arguments)
+    except JSONDecodeError:
         return arguments
 
 
@@ -94,7 +94,7 @@ def output_content(output: Any) -> Any:
         return text_blocks(output)
     if isinstance(output, str):
         return output
-    return orjson.dumps(output).decode("utf-8")
+    return dumps(output).decode("utf-8")
 
 
 def failure(output: Any) -> str | None:

@@ -7,10 +7,8 @@ from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, datetime
 from typing import Any, NamedTuple
 
-import orjson
-
+from projections.codec import JSONDecodeError, dumps, loads, loads_lossless
 from projections.errors import (
-    INGEST_INVALID_UTF8,
     INGEST_MALFORMED_JSON,
     INGEST_SCHEMA_VIOLATION,
     InputRejected,
@@ -40,21 +38,19 @@ class SourceLine(NamedTuple):
 
 
 def read_objects(data: bytes) -> Iterator[SourceLine | Rejection]:
-    """Each non-blank line as a SourceLine holding a JSON object, or a Rejection."""
+    """Each non-blank line as a SourceLine holding a JSON object, or a Rejection (read as the
+    native log is, by the codec's lossless reader: same codes for the same faults)."""
     last = data.count(b"\n") + 1
     truncated = not data.endswith(b"\n")
     for number, line in split_lines(data):
         try:
-            line.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            yield Rejection(number, INGEST_INVALID_UTF8, f"invalid UTF-8: {exc}", line)
-            continue
-        try:
-            value = orjson.loads(line)
-        except orjson.JSONDecodeError as exc:
-            # A writer that is still appending leaves a partial last line; say so, it may heal.
-            where = "truncated last line" if truncated and number == last else "malformed JSON"
-            yield Rejection(number, INGEST_MALFORMED_JSON, f"{where}: {exc}", line)
+            value = loads_lossless(line)
+        except InputRejected as exc:
+            reason = exc.message
+            if exc.code == INGEST_MALFORMED_JSON and truncated and number == last:
+                # A writer that is still appending leaves a partial last line; say so, it may heal.
+                reason = f"truncated last line ({reason})"
+            yield Rejection(number, exc.code, reason, line)
             continue
         if not isinstance(value, dict):
             yield Rejection(number, INGEST_SCHEMA_VIOLATION, "record is not a JSON object", line)
@@ -92,8 +88,8 @@ def load_document(data: bytes, prefix: str, source_name: str) -> dict[str, Any] 
     """A whole-document format's JSON object, or (when the bytes are not one) a placeholder
     session parking the whole file: it may be mid-rewrite, and heals on the next import."""
     try:
-        value = orjson.loads(data)
-    except orjson.JSONDecodeError as exc:
+        value = loads(data)
+    except JSONDecodeError as exc:
         return orphan_session(prefix, source_name, [Rejection(
             0, INGEST_MALFORMED_JSON, f"the document does not parse (it may be mid-write): {exc}",
             data)])
@@ -106,7 +102,7 @@ def load_document(data: bytes, prefix: str, source_name: str) -> dict[str, Any] 
 def part_line(number: int, value: Any) -> SourceLine | Rejection:
     """One record of a whole document (a message) as a SourceLine numbered by its position; its
     `raw` is its exact JSON value (a pretty-printed document has no per-record bytes)."""
-    raw = orjson.dumps(value)
+    raw = dumps(value)
     if not isinstance(value, dict):
         return Rejection(number, INGEST_SCHEMA_VIOLATION, "record is not a JSON object", raw)
     return SourceLine(number, raw, value)
@@ -296,3 +292,14 @@ def shape_error(exc: BaseException) -> str:
     if len(detail) > 200:
         detail = detail[:200] + "…"
     return f"record has an unexpected shape ({type(exc).__name__}: {detail})"
+
+
+class LineMapper:
+    """A session mapper's shared state: its emitter and the current record's time."""
+
+    em: Emitter
+    time: int
+
+    def _log_only(self, line: SourceLine, kind: str, data: dict[str, Any]) -> int | None:
+        """A log-only event (no surface change) at the current record's time."""
+        return self.em.emit(line, kind, self.time, data)

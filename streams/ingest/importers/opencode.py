@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
 
-import orjson
-
+from projections.codec import JSONDecodeError, dumps, loads
 from projections.errors import INGEST_SCHEMA_VIOLATION
 from projections.logformat import Rejection, decompress
 from streams.ingest.importers.common import (
@@ -182,7 +181,7 @@ class _OpenCodeMapper:
         content = state.get("error") if failed else state.get("output")
         result = {"type": "tool-result", "toolCallId": call_id,
                   "content": content if isinstance(content, str) else
-                  orjson.dumps(content).decode("utf-8"), "isError": failed}
+                  dumps(content).decode("utf-8"), "isError": failed}
         data: dict[str, Any] = {"turn": turn, "step": step, "message": {
             "id": f"{pid}/result", "role": "tool", "content": [result]}}
         if failed:
@@ -238,7 +237,7 @@ def _records(messages: Any) -> list[SourceLine | Rejection]:
             out.append(part_line(len(out) + 1, message))
             continue
         info = message.get("info")
-        out.append(SourceLine(len(out) + 1, orjson.dumps(info), {"_message": info}))
+        out.append(SourceLine(len(out) + 1, dumps(info), {"_message": info}))
         parts = message.get("parts")
         for part in parts if isinstance(parts, list) else []:
             out.append(part_line(len(out) + 1, part))
@@ -311,8 +310,8 @@ def _json_files(folder: Path) -> list[dict[str, Any]]:
     found: list[dict[str, Any]] = []
     for path in names:
         try:
-            value = orjson.loads(path.read_bytes())
-        except (OSError, orjson.JSONDecodeError):
+            value = loads(path.read_bytes())
+        except (OSError, JSONDecodeError):
             continue
         if isinstance(value, dict):
             found.append(value)

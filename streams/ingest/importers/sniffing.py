@@ -5,9 +5,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import orjson
 import zstandard
 
+from projections.codec import JSONDecodeError, loads
 from projections.logformat import ZSTD_MAGIC
 
 _TYPE = re.compile(rb'"type"\s*:\s*"([^"]{1,64})"')
@@ -32,8 +32,8 @@ def head_lines(head: bytes, limit: int = 5) -> list[Any]:
         if not line.strip():
             continue
         try:
-            found.append(orjson.loads(line))
-        except orjson.JSONDecodeError:
+            found.append(loads(line))
+        except JSONDecodeError:
             found.append(line)
         if len(found) >= limit:
             break

@@ -14,8 +14,7 @@ import shutil
 import time
 from pathlib import Path
 
-import orjson
-
+from projections.codec import JSONDecodeError, dumps, loads
 from projections.errors import IndexDamaged
 from streams.core.atomic import replace_file
 from streams.core.store import ensure_private_dir
@@ -106,7 +105,7 @@ class Generations:
         (self.root / BUILDING).unlink(missing_ok=True)
         retired = self._retired()
         retired[old.name] = time.time()
-        _write_atomic(self.root / RETIRED, orjson.dumps(retired))
+        _write_atomic(self.root / RETIRED, dumps(retired))
         return old
 
     def cleanup(self, retention_s: float, *, now: float | None = None) -> list[str]:
@@ -118,7 +117,7 @@ class Generations:
             shutil.rmtree(self.root / name, ignore_errors=True)
             del retired[name]
         if removed:
-            _write_atomic(self.root / RETIRED, orjson.dumps(retired))
+            _write_atomic(self.root / RETIRED, dumps(retired))
         return removed
 
     def move_aside(self, path: Path) -> Path:
@@ -132,7 +131,7 @@ class Generations:
         path.rename(target)
         retired = self._retired()
         if retired.pop(path.name, None) is not None:
-            _write_atomic(self.root / RETIRED, orjson.dumps(retired))
+            _write_atomic(self.root / RETIRED, dumps(retired))
         return target
 
     def damaged(self) -> list[str]:
@@ -142,7 +141,7 @@ class Generations:
     def _retired(self) -> dict[str, float]:
         path = self.root / RETIRED
         try:
-            value = orjson.loads(path.read_bytes()) if path.exists() else {}
+            value = loads(path.read_bytes()) if path.exists() else {}
             return {str(k): float(v) for k, v in value.items()} if isinstance(value, dict) else {}
-        except (orjson.JSONDecodeError, TypeError, ValueError):
+        except (JSONDecodeError, TypeError, ValueError):
             return {}  # only costs the deletion of old generations; rewritten on next retire

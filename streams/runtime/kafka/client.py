@@ -12,8 +12,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from projections.codec import loads
 from projections.errors import (
     INGEST_CORRUPT_COMPRESSION,
     INGEST_FILE_TOO_LARGE,
@@ -285,7 +284,7 @@ class KafkaBackend:
         session = seen.get("sessionId") if plan.first_line > 1 else None
         if lines and lines[0][0] == 1 and lines[0][1] is not None:
             with contextlib.suppress(ValueError):
-                head = orjson.loads(lines[0][1])
+                head = loads(lines[0][1])
                 if isinstance(head, dict) and isinstance(head.get("id"), str):
                     session = head["id"]
         key = str(session).encode("utf-8") if isinstance(session, str) else b""

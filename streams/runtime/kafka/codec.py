@@ -7,10 +7,9 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from projections import jsonwire
+from projections.codec import JSONDecodeError, dumps, loads, loads_canonical
 from projections.errors import (
     INGEST_MALFORMED_JSON,
     INGEST_OVERSIZED_EVENT,
@@ -76,7 +75,7 @@ def decode_event_line(line: bytes | None, *, max_bytes: int) -> Decoded:
                             code=INGEST_OVERSIZED_EVENT)
     # Lossless, like the embedded ingest edge: lossy numbers, repeated keys and deep nesting
     # are rejected with the same codes, so both runtimes park the same records.
-    parsed, canonical = jsonwire.loads_canonical(line)
+    parsed, canonical = loads_canonical(line)
     if isinstance(parsed, dict) and parsed.get("type") == "session":
         return DecodedHeader(parse_header(parsed))
     if is_chunk_row(parsed):
@@ -88,7 +87,7 @@ def decode_event_line(line: bytes | None, *, max_bytes: int) -> Decoded:
 
 def encode_event_value(line: Mapping[str, Any]) -> bytes:
     """A header or event wire dict as one log line (a one-line segment, or part of one)."""
-    return orjson.dumps(dict(line))
+    return dumps(dict(line))
 
 
 # --- documents topic -------------------------------------------------------------------------
@@ -108,11 +107,11 @@ def encode_document(record: IndexRecord) -> bytes:
     it (about half the cost of the object form, and ~17 % fewer bytes). A header is the object
     `{"kind":"header","sessionId","header"}`."""
     if isinstance(record, HeaderRecord):
-        return orjson.dumps(record.to_json())
+        return dumps(record.to_json())
     rep = record.replacement
-    head = orjson.dumps([len(record.raw), record.session_id, record.seq, record.type,
-                         record.time, record.surface.value, record.text,
-                         None if rep is None else rep.to_json()])
+    head = dumps([len(record.raw), record.session_id, record.seq, record.type,
+                  record.time, record.surface.value, record.text,
+                  None if rep is None else rep.to_json()])
     return head[:-1] + b"," + record.raw + b"]"
 
 
@@ -127,11 +126,11 @@ def decode_document(value: bytes | None) -> IndexRecord:
             return _event_array(value)
         at = value.find(_EVENT_FIELD)
         if at > 0 and value.endswith(b"}") and value[at + 9:at + 10] == b"{":
-            fields = orjson.loads(value[:at] + b"}")
+            fields = loads(value[:at] + b"}")
             if fields.get("kind") == "event":
                 return _event_document(fields, value[at + 9:-1])
-        return record_from_json(orjson.loads(value))
-    except (orjson.JSONDecodeError, KeyError, ValueError, TypeError) as exc:
+        return record_from_json(loads(value))
+    except (JSONDecodeError, KeyError, ValueError, TypeError) as exc:
         raise InputRejected(f"not a documents-topic record: {exc}",
                             code=INGEST_SCHEMA_VIOLATION) from None
 
@@ -145,7 +144,7 @@ def _event_array(value: bytes) -> EventRecord:
     start = end - int(digits)
     if start <= comma or value[end] != 0x5D or value[start - 1] != 0x2C or value[start] != 0x7B:
         raise ValueError("the event's length does not match the document")
-    _, sid, seq, kind, time, surface, text, rep = orjson.loads(value[:start - 1] + b"]")
+    _, sid, seq, kind, time, surface, text, rep = loads(value[:start - 1] + b"]")
     if type(sid) is not str or type(seq) is not int or type(kind) is not str \
             or type(time) is not int or type(text) is not str:
         raise ValueError("a field of the wrong type")
@@ -236,11 +235,11 @@ def _b64(data: bytes | None) -> str | None:
 
 
 def encode_dead_letter(letter: DeadLetter) -> bytes:
-    return orjson.dumps(letter.model_dump(mode="json"))
+    return dumps(letter.model_dump(mode="json"))
 
 
 def decode_dead_letter(value: bytes) -> DeadLetter:
-    return DeadLetter.model_validate(orjson.loads(value))
+    return DeadLetter.model_validate(loads(value))
 
 
 def dead_letter_key(letter: DeadLetter) -> bytes:
@@ -284,14 +283,14 @@ class Reply(BaseModel):
 
 
 def encode_request(request: Request) -> bytes:
-    return orjson.dumps(request.model_dump(mode="json", by_alias=True))
+    return dumps(request.model_dump(mode="json", by_alias=True))
 
 
 def decode_request(value: bytes) -> Request:
     """Raises InputRejected so an unreadable request can be dead-lettered like any record."""
     try:
-        return Request.model_validate(orjson.loads(value))
-    except orjson.JSONDecodeError as exc:
+        return Request.model_validate(loads(value))
+    except JSONDecodeError as exc:
         raise InputRejected(f"malformed request JSON: {exc}", code=INGEST_MALFORMED_JSON) from None
     except ValidationError as exc:
         raise InputRejected(f"request violates the schema: {exc.errors()[0].get('msg')}",
@@ -301,13 +300,13 @@ def decode_request(value: bytes) -> Request:
 def encode_reply(reply: Reply) -> bytes:
     """`{id, ok:true, result}` or `{id, ok:false, error:{code, message}}`."""
     if reply.ok:
-        return orjson.dumps({"id": reply.id, "ok": True, "result": reply.result})
+        return dumps({"id": reply.id, "ok": True, "result": reply.result})
     assert reply.error is not None
-    return orjson.dumps({"id": reply.id, "ok": False, "error": reply.error.model_dump()})
+    return dumps({"id": reply.id, "ok": False, "error": reply.error.model_dump()})
 
 
 def decode_reply(value: bytes) -> Reply:
-    return Reply.model_validate(orjson.loads(value))
+    return Reply.model_validate(loads(value))
 
 
 def ok_reply(request_id: str, result: Any) -> Reply:

@@ -16,9 +16,10 @@ import contextlib
 import secrets
 from dataclasses import dataclass
 
-import orjson
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+from projections.codec import dumps, loads
 
 CURSOR_KEY = b"cursor-key"
 LINEUP_KEY = b"generations"
@@ -115,14 +116,14 @@ class Lineup:
         return self.building or self.newest() + 1
 
     def to_json(self) -> bytes:
-        return orjson.dumps({"live": self.live, "building": self.building,
-                             "replaying": self.replaying, "folded": self.folded,
-                             "retired": [[g, at] for g, at in self.retired],
-                             "job": list(self.job) if self.job else None})
+        return dumps({"live": self.live, "building": self.building,
+                      "replaying": self.replaying, "folded": self.folded,
+                      "retired": [[g, at] for g, at in self.retired],
+                      "job": list(self.job) if self.job else None})
 
     @classmethod
     def from_json(cls, raw: bytes) -> Lineup:
-        data = orjson.loads(raw)
+        data = loads(raw)
         return cls(live=int(data["live"]), building=data.get("building"),
                    replaying=bool(data.get("replaying")), folded=bool(data.get("folded")),
                    retired=tuple((int(g), int(at)) for g, at in data.get("retired", [])),

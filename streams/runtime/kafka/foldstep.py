@@ -30,8 +30,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple, Protocol
 
-import orjson
-
+from projections.codec import dumps, loads
 from projections.errors import (
     INGEST_DUPLICATE_CONFLICT,
     INGEST_HEADER_CONFLICT,
@@ -114,14 +113,14 @@ class Loaded(NamedTuple):  # rebuilt per accepted line: a NamedTuple is the chea
 
 
 def encode_digests(first_seq: int, digests: tuple[Mark, ...]) -> bytes:
-    return orjson.dumps([first_seq, *map(resolve, digests)])
+    return dumps([first_seq, *map(resolve, digests)])
 
 
 def decode_digests(raw: bytes | None, next_seq: int) -> tuple[int, tuple[str, ...]]:
     """The window, cut at `next_seq`: entries past it come from a torn write and never counted."""
     if raw is None:
         return next_seq, ()
-    first, *rest = orjson.loads(raw)
+    first, *rest = loads(raw)
     return int(first), tuple(str(d) for d in rest[:max(0, next_seq - int(first))])
 
 
@@ -259,7 +258,7 @@ class FoldProcessor:
         # redaction would find nothing in a quiet line that is its event's own JSON
         redactor = NO_REDACTION if quiet and decoded.canonical else self.redactor
         for event in decoded.events:
-            line = orjson.dumps(event) if decoded.packed else raw
+            line = dumps(event) if decoded.packed else raw
             assert line is not None
             check_event_type(event)
             seq = event["seq"]
@@ -300,12 +299,12 @@ class FoldProcessor:
                                 f"{sid!r}", code=INGEST_SCHEMA_VIOLATION)
         known = session.header if session.header is not None else view.get(table_key(sid, "h"))
         if known is not None:
-            if header_key_fields(orjson.loads(known)) != header_key_fields(header):
+            if header_key_fields(loads(known)) != header_key_fields(header):
                 raise InputRejected(f"session {sid!r} already has a different header",
                                     code=INGEST_HEADER_CONFLICT)
             return FoldOutcome(duplicates=1)
         self.stats["headers"] += 1
-        session.header = orjson.dumps(header)
+        session.header = dumps(header)
         session.loaded = Loaded(b"", SurfaceState(), 0, ())
         session.pages_seen = 0
         session.changed = True
@@ -329,7 +328,7 @@ class FoldProcessor:
             self._cache.move_to_end(sid)
             return cached
         try:
-            count = int(orjson.loads(meta)["p"])
+            count = int(loads(meta)["p"])
             records: dict[str, bytes] = {"m": meta}
             for i in range(count):
                 page = view.get(table_key(sid, f"p{i}"))

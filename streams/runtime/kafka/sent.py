@@ -21,8 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import orjson
-
+from projections.codec import JSONDecodeError, dumps_sorted, loads
 from projections.logformat import Rejection
 from streams.core.atomic import replace_file
 from streams.core.lock import WriterLock
@@ -59,8 +58,8 @@ class SentFiles:
     def _load(self) -> None:
         self.state = {}
         if self.path.exists():
-            with contextlib.suppress(orjson.JSONDecodeError):
-                loaded = orjson.loads(self.path.read_bytes())
+            with contextlib.suppress(JSONDecodeError):
+                loaded = loads(self.path.read_bytes())
                 if isinstance(loaded, dict):
                     self.state = {k: v for k, v in loaded.items() if isinstance(v, dict)}
 
@@ -75,7 +74,7 @@ class SentFiles:
                 self.save()
 
     def save(self) -> None:
-        replace_file(self.path, orjson.dumps(self.state, option=orjson.OPT_SORT_KEYS))
+        replace_file(self.path, dumps_sorted(self.state))
 
     def seen(self, key: str, target: str) -> dict[str, Any]:
         """A file's entry for this target (a copy; empty when new here)."""
@@ -90,7 +89,7 @@ def chained(chain: str, events: Sequence[dict[str, Any]]) -> str:
     digest = chain
     for event in events:
         digest = hashlib.blake2b(digest.encode("ascii")
-                                 + orjson.dumps(event, option=orjson.OPT_SORT_KEYS),
+                                 + dumps_sorted(event),
                                  digest_size=16).hexdigest()
     return digest
 
