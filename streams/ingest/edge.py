@@ -415,7 +415,6 @@ class Ingestor:
         line_parked: set[int] = set()
         for header, events, rejections in imported:
             sid = str(header["id"])
-            report.sessions.add(sid)
             parked = [r for r in rejections if r.line in new_lines or r.line == 0]
             line_parked.update(r.line for r in parked)
             if settle is not None:
@@ -425,6 +424,7 @@ class Ingestor:
                 stored = self.store.check_header(header)
             except InputRejected as exc:
                 conflict = Rejection(0, exc.code, exc.message, dumps(header))
+                report.sessions.add(sid)  # stored under the other header
                 self._park(key, [conflict, *parked], sid, report)
                 self.dead_letters.park(key, rejections, sid)  # the earlier lines' (idempotent)
                 report.events_parked += 1
@@ -463,6 +463,9 @@ class Ingestor:
             report.events_added += len(feed.log.events)
             report.duplicate_events += feed.duplicates
             report.events_parked += len(event_parked)
+            # Counted when it exists: a session whose every event was parked is not stored.
+            if feed.log.events or stored is not None:
+                report.sessions.add(sid)
             if feed.log.events:
                 self.store.append(header, feed.log.events, feed.log.state, feed.log.raws,
                                   durable=False)
