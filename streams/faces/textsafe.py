@@ -15,7 +15,8 @@ import re
 # lone surrogates (undecodable bytes of a command line; no encoder can write them).
 _MARKS = "\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff"
 _UNSAFE = re.compile(f"[\x00-\x1f{_MARKS}]")
-_UNSAFE_KEEP_LINES = re.compile(f"[\x00-\x09\x0b-\x1f{_MARKS}]")
+# Multi-line views (show, surface, the web page) keep tabs and line feeds as layout.
+_UNSAFE_KEEP_LINES = re.compile(f"[\x00-\x08\x0b-\x1f{_MARKS}]")
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -40,7 +41,8 @@ def encodable(text: str) -> str:
 
 def visible(text: object, *, keep_newlines: bool = False) -> str:
     """`text` with every layout- or terminal-changing character written as an escape
-    (`\\n`, `\\x1b`, `\\u202e`, …). `keep_newlines` leaves line breaks of multi-line text."""
+    (`\\n`, `\\x1b`, `\\u202e`, …). `keep_newlines` leaves the line breaks and tabs of
+    multi-line text as layout (a carriage return, which could overwrite a line, stays escaped)."""
     value = text if isinstance(text, str) else str(text)
     pattern = _UNSAFE_KEEP_LINES if keep_newlines else _UNSAFE
     return pattern.sub(_escape, value)

@@ -310,13 +310,24 @@ def _seqs(values: Iterable[int] | None) -> str:
     return ", ".join(shown) if shown else "none"
 
 
+#: Lines of the event's text `recall trace SESSION SEQ` shows above the trace: enough to know
+#: which event it is; the whole body is what `recall show` is for.
+TRACE_BODY_LINES = 3
+
+
 def event_trace_lines(trace: Mapping[str, Any], read: Mapping[str, Any] | None) -> list[Text]:
     """How one event relates to others: what replaced it, what it replaced, what it cites."""
     header = trace["session"]
     lines = [Text.assemble(("session ", "bold"), (visible(header["id"]), "bold"))]
     if read is not None:
         target = read["event"]
-        lines += entry_lines(target["event"], target["surface"], target.get("text"), target=True)
+        shown = entry_lines(target["event"], target["surface"], target.get("text"), target=True)
+        hidden = len(shown) - 1 - TRACE_BODY_LINES
+        if hidden > 0:
+            shown = [*shown[:1 + TRACE_BODY_LINES],
+                     Text(f"    … {hidden} more lines: recall show {visible(header['id'])} "
+                          f"{target['event'].get('seq')}", style=DIM)]
+        lines += shown
     replaced_by = trace.get("replacedBy")
     chain = trace.get("replacementChain") or []
     lines += [Text(f"replaced by: {'none' if replaced_by is None else f'seq {replaced_by}'}"),

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from datadirs import SAMPLES, recall_cmd, spawn_recall
+from factories import header, user
 
+from projections.codec import dumps
 from streams.faces.cli.main import main
 
 
@@ -53,3 +55,18 @@ def test_a_reference_without_a_source_is_a_usage_error_and_appends_nothing(
     assert "needs a source" in result.output and "recall append" in result.output
     shown = runner.invoke(main, ["--data-dir", str(data), "trace", "t-1", "--json"])
     assert "see the earlier run" not in shown.output
+
+
+def test_an_event_trace_shows_the_start_of_the_body_not_all_of_it(tmp_path: Path) -> None:
+    body = "\n".join(f"line {n} of a long prompt" for n in range(100))
+    log = tmp_path / "long.jsonl"
+    log.write_bytes(dumps(header("long-1", cwd="/w")) + b"\n" + dumps(user(0, body)) + b"\n")
+    data = str(tmp_path / "data")
+    runner = CliRunner()
+    assert runner.invoke(main, ["--data-dir", data, "ingest", str(log)]).exit_code == 0
+    result = runner.invoke(main, ["--data-dir", data, "trace", "long-1", "0"])
+    assert result.exit_code == 0, result.output
+    assert "line 0 of a long prompt" in result.output
+    assert "line 99 of a long prompt" not in result.output
+    assert "97 more lines: recall show long-1 0" in result.output
+    assert "replaced by: none" in result.output and len(result.output.splitlines()) < 15
