@@ -1,4 +1,4 @@
-"""The `recall` CLI: JSON output shapes, error JSON and exit codes, help and README coverage."""
+"""The `recall` CLI: JSON output shapes, error JSON and exit codes, help and docs/cli.md coverage."""
 
 from __future__ import annotations
 
@@ -110,14 +110,14 @@ def test_dead_letters_lists_parked_records(tmp_path: Path) -> None:
     assert code == 0 and parked[0]["code"] == "INGEST_MALFORMED_JSON"
 
 
-def test_every_command_has_help_and_is_in_the_readme() -> None:
-    readme = (ROOT / "README.md").read_text()
+def test_every_command_has_help_and_is_in_the_cli_reference() -> None:
+    reference = (ROOT / "docs" / "cli.md").read_text()
     runner = CliRunner()
     for name, command in main.commands.items():
         assert command.help, f"{name} has no help text"
         result = runner.invoke(main, [name, "--help"])
         assert result.exit_code == 0, name
-        assert f"recall {name}" in readme, f"`recall {name}` is not documented in README.md"
+        assert f"recall {name}" in reference, f"`recall {name}` is not documented in docs/cli.md"
 
 
 def test_demo_runs_end_to_end(tmp_path: Path) -> None:
