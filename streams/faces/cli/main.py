@@ -772,6 +772,10 @@ def reference(ctx: click.Context, target: str, message: str, sources: Sequence[s
             "writes)")
 
 
+#: Characters of a title in the candidates table (a first prompt can be long).
+TITLE_CHARS = 60
+
+
 @main.command()
 @click.option("--target", required=True, type=TEXT, help="The session that would reference.")
 @click.argument("query", required=False, default="", type=TEXT)
@@ -783,12 +787,27 @@ def candidates(ctx: click.Context, target: str, query: str, limit: int | None,
     """Sessions TARGET could reference: same workspace first, with mention strings."""
     with open_recall(ctx) as recall:
         rows = recall.list_candidates(target, query, limit)
+        # The listing's titles (an agent's own, else the first prompt's): a candidate's label
+        # falls back to its bare id when the agent gave no title.
+        titles = {} if as_json or not rows else {
+            str(r["header"]["id"]): str(r["title"]) for r in recall.list_sessions(
+                filters=[{"kind": "id", "values": [str(row["sessionId"]) for row in rows]}])
+            if r.get("title")}
     if as_json:
         emit_json(rows)
         return
+    if not rows:
+        say("No candidates.")
+        return
+    table = [["session", "title", "cwd", "mention"]]
     for row in rows:
-        say(f"{visible(row['label'])}  {visible(row.get('cwd') or '-')}  "
-            f"{visible(row['mention'])}")
+        sid = str(row["sessionId"])
+        title = views.one_line(titles.get(sid) or (row["label"] if row["label"] != sid
+                                                   else "untitled"))
+        title = title if len(title) <= TITLE_CHARS else title[:TITLE_CHARS - 1] + "…"
+        table.append([visible(sid), title, visible(row.get("cwd") or "-"),
+                      visible(row["mention"])])
+    print_columns(table)
 
 
 # --- demo ---------------------------------------------------------------------------------------

@@ -70,3 +70,21 @@ def test_an_event_trace_shows_the_start_of_the_body_not_all_of_it(tmp_path: Path
     assert "line 99 of a long prompt" not in result.output
     assert "97 more lines: recall show long-1 0" in result.output
     assert "replaced by: none" in result.output and len(result.output.splitlines()) < 15
+
+
+def test_candidates_have_a_header_row_and_the_listing_titles(tmp_path: Path) -> None:
+    log = tmp_path / "two.jsonl"
+    log.write_bytes(b"".join(dumps(x) + b"\n" for x in [
+        header("cand-target", cwd="/w"), user(0, "what now")]))
+    other = tmp_path / "other.jsonl"
+    other.write_bytes(b"".join(dumps(x) + b"\n" for x in [
+        header("cand-other", cwd="/w"), user(0, "fix the flaky widget test")]))
+    data = str(tmp_path / "data")
+    runner = CliRunner()
+    assert runner.invoke(main, ["--data-dir", data, "ingest", str(log), str(other)]).exit_code == 0
+    result = runner.invoke(main, ["--data-dir", data, "candidates", "--target", "cand-target"])
+    assert result.exit_code == 0, result.output
+    head, *rows = result.output.splitlines()
+    assert head.split() == ["session", "title", "cwd", "mention"]
+    row = next(r for r in rows if r.startswith("cand-other"))
+    assert "fix the flaky widget test" in row and "/w" in row and "@[" in row
