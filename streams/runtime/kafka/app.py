@@ -16,7 +16,7 @@ BrokerFlavor = Literal["kafka", "tansu"]
 
 
 def faust_options(settings: Settings, *, flavor: BrokerFlavor = "kafka") -> dict[str, Any]:
-    """The faust settings we rely on; each one measured in docs/ENGINE-NOTES.md."""
+    """The faust settings we rely on; docs/ENGINE-NOTES.md says why each one."""
     options: dict[str, Any] = {
         "broker": settings.broker,
         "store": "memory://",

@@ -104,7 +104,7 @@ def encode_document(record: IndexRecord) -> bytes:
     An event is one array, `[n, sessionId, seq, type, time, surface, text, replacement, event]`,
     with the raw event JSON last, embedded as it is (not parsed and written again) and `n` its
     length in bytes, so a reader takes it by position and parses only the short fields before
-    it (about half the cost of the object form, and ~17 % fewer bytes). A header is the object
+    it (cheaper to read and smaller than the object form). A header is the object
     `{"kind":"header","sessionId","header"}`."""
     if isinstance(record, HeaderRecord):
         return dumps(record.to_json())

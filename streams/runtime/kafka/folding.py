@@ -26,8 +26,8 @@ from streams.runtime.kafka.foldstep import (
 from streams.runtime.kafka.topics import Topics
 
 #: Bound of one documents record (a session's documents of one batch, JSON lines); a fold
-#: batch of segments produces a few records instead of one per event (the broker's per-record
-#: cost was measured as the pipeline's largest on noida-db).
+#: batch of segments produces a few records instead of one per event (on noida-db the broker's
+#: per-record cost is the pipeline's largest).
 DOCUMENTS_MAX_BYTES = 512 * 1024
 #: Writes a partition's drained table records (in order); returns the send futures.
 TableWrite = Callable[[int, Iterable[tuple[str, bytes | None]]], Awaitable[list[Awaitable[Any]]]]

@@ -168,7 +168,7 @@ class _Session:
         return out
 
 
-class LineOutcome(NamedTuple):  # one per line: a NamedTuple builds ~4x faster than a frozen dataclass
+class LineOutcome(NamedTuple):  # one per line: a NamedTuple builds faster than a frozen dataclass
     """One line of a record: its number (index) in the record, its bytes, and what it did (its
     writes are already in the overlay the record was folded onto)."""
 

@@ -6,7 +6,7 @@ consumer) are each a `PartitionProcessor` on one input topic:
 1. on assignment, each partition is placed at the position the processor's own state recorded
    (its durable effects reach exactly up to there), or at the partition's start if none; never
    at the group's committed offset, which can lag the state (a crash between the two commits)
-   or lead it (faust was measured committing past records it never delivered);
+   or lead it (faust can commit past records it never delivered);
 2. `ReadPositions.admit` passes each partition's records strictly in offset order from there:
    a record before the position was applied already (a redelivery) and is skipped; a record
    past it means records before it were not delivered (fetched before a seek, delivered after
@@ -239,8 +239,8 @@ class PartitionLoop:
 
 class _Placing(ConsumerRebalanceListener):  # type: ignore[misc]
     """aiokafka fetches a new assignment from the committed offsets *before* it calls this
-    listener (measured on tansu: a partition that moved back was indexed from the departed
-    worker's commit); records of a partition not placed yet are therefore left unread."""
+    listener (so a partition that moved back would be indexed from the departed worker's
+    commit); records of a partition not placed yet are therefore left unread."""
 
     def __init__(self, loop: PartitionLoop, also: ConsumerRebalanceListener | None) -> None:
         self.loop, self.also = loop, also

@@ -3,7 +3,8 @@
 A record of the events topic is a segment: one session's contiguous run of log lines (JSONL,
 joined by `\\n`), keyed by the session id. One line per record is a valid segment too, so a
 producer in any language may keep writing one event per record; packing is how the fold's
-per-record cost (faust's ~57 µs, docs/ENGINE-NOTES.md) stops mattering. `EventProducer` is the Python API:
+per-record cost (faust's stream machinery, docs/ENGINE-NOTES.md) stops mattering. `EventProducer` is
+the Python API:
 `recall ingest`, reference appends and live producers send lines through it.
 """
 
@@ -20,20 +21,20 @@ from aiokafka import AIOKafkaProducer
 from streams.runtime.kafka.codec import encode_segment
 
 #: Upper bound of a segment's bytes (a line longer than this travels alone). Big enough that a
-#: segment carries ~200 events of ~300 B, small enough to stay far below brokers' 1 MB default
-#: record limit.
+#: segment carries a few hundred typical events, small enough to stay far below brokers' 1 MB
+#: default record limit.
 SEGMENT_MAX_BYTES = 64 * 1024
 #: How long a line may wait for more lines of its session before its segment is sent.
 SEGMENT_LINGER_MS = 5
 #: Producer batches: big enough that a batch of segments or documents rarely fills one and
-#: blocks `send()` for a round trip (16 KB, aiokafka's default, carried ~31 records; measured
-#: 1 MB making the fold loop 1.4–2× faster, docs/ENGINE-NOTES.md).
+#: blocks `send()` for a round trip (16 KB, aiokafka's default, fills after a few dozen records
+#: and stalls the fold loop, docs/ENGINE-NOTES.md).
 BATCH_BYTES = 1024 * 1024
 
 
-#: Batches are zstd-compressed (aiokafka through cramjam): JSON lines shrink ~5×, and brokers
-#: store compressed batches as they are (measured: noida-db, which rewrites its whole data
-#: file every ~2 s while anything changed, spent most of the pipeline's broker CPU on that).
+#: Batches are zstd-compressed (aiokafka through cramjam): JSON lines compress well, and brokers
+#: store compressed batches as they are (noida-db rewrites its whole data file while anything
+#: changes, so the bytes it holds are most of its CPU).
 COMPRESSION = "zstd"
 
 

@@ -11,9 +11,9 @@ Contract, once `install()` ran in the process (the worker's roles, `build_app`, 
    been idle: `IDLE_FETCH_FLOOR_MS` right after a fetch that brought records, then a tenth
    (`IDLE_RAMP`) of the time since, up to the consumer's `fetch_max_wait_ms`. A broker that
    long-polls (Kafka, tansu) does the waiting; one that answers an empty fetch at once
-   (noida-db: 4–5k fetches/s per idle consumer, ~0.85 core) is followed by a client-side pause
+   (noida-db, which would otherwise take a core in empty fetches) is followed by a client-side pause
    for the rest of the wait. So a long-idle consumer fetches `1000 / fetch_max_wait_ms` times a
-   second, and one in the middle of an exchange (request/reply every ~100 ms, a burst) within
+   second, and one in the middle of an exchange (a request/reply burst) within
    a tenth of the gap since its last data. `wake(consumer)` ends the pause of a consumer whose
    data is about to come (a requester's reply consumer, when it sends).
    [aiokafka private: `Fetcher._proc_fetch_request`, `Fetcher._fetch_max_wait_ms`,
@@ -34,7 +34,7 @@ Contract, once `install()` ran in the process (the worker's roles, `build_app`, 
    and faust's commit bookkeeping starts from there.
    [faust: `Consumer.perform_seek` (patched), private `Consumer._committed_offset`]
 6. faust's worker consumer long-polls `FOLD_FETCH_WAIT_MS`, not its hard-coded 1500 ms
-   (tansu does not wake a long poll when data arrives: 1.5 s per fold hop).
+   (tansu does not wake a long poll when data arrives, so each fold hop would wait it out).
    [faust: `AIOKafkaConsumerThread._create_worker_consumer`; aiokafka private
    `AIOKafkaConsumer._fetch_max_wait_ms`]
 7. faust's table manager starts without its hard-coded one-second sleep "to give agents a
@@ -96,8 +96,8 @@ from streams.runtime.kafka.partitions import (
 log = logging.getLogger("recall.seam")
 
 #: The wait after a fetch that brought records, and how it grows: idle time ÷ IDLE_RAMP, up to
-#: the consumer's fetch_max_wait_ms. Measured (docs/ENGINE-NOTES.md, pipeline profile): without any wait
-#: one idle consumer on noida-db burned ~0.85 core; with 50 ms the pipeline ran 3.1–4.7× faster.
+#: the consumer's fetch_max_wait_ms. Without any wait an idle consumer on noida-db spins on empty
+#: fetches, taking CPU from the busy roles beside it (docs/ENGINE-NOTES.md, pipeline profile).
 IDLE_FETCH_FLOOR_MS = 5
 IDLE_RAMP = 10
 #: faust's worker consumer long poll (tansu answers after it, whatever arrives meanwhile).
@@ -267,7 +267,7 @@ def install() -> None:
 
 def quiet_worker(worker: faust.Worker) -> faust.Worker:
     """faust's terminal spinner turns the root logger to DEBUG, so every aiokafka debug call
-    builds a record that is then dropped: ~11 % of a worker's CPU, measured."""
+    builds a record that is then dropped: a noticeable share of a worker's CPU."""
     worker.spinner = None
     return worker
 
@@ -275,7 +275,7 @@ def quiet_worker(worker: faust.Worker) -> faust.Worker:
 # --- the fold table ------------------------------------------------------------------------
 
 class FoldTable(faust.Table[str, bytes]):
-    """The fold table. Writes bypass faust's per-key path for two measured reasons:
+    """The fold table. Writes bypass faust's per-key path for two reasons:
     - faust picks the changelog partition from `current_event()`, which inside `take_events()`
       is some other event of the batch (faust-streaming#497), and `use_partitioner=True` would
       hash our compound keys away from the source partition; `write` names the partition, so
@@ -337,8 +337,8 @@ class FaustFold:
 
     1. A rebalance begins (faust's `on_partitions_revoked`): nothing is read until the fold
        table is recovered; a write made meanwhile would be overwritten in memory by the
-       recovery yet stay last in the changelog (measured: a seek ran mid-recovery, before the
-       moved partitions' positions were back).
+       recovery yet stay last in the changelog (a seek can run mid-recovery, before the moved
+       partitions' positions are back).
     2. The table is recovered (`on_recover`), then faust seeks to the committed offsets and
        `place` seeks each assigned input partition to the processor's recorded position (or
        its earliest offset), which is where reading continues.
@@ -442,9 +442,9 @@ class FaustFold:
 
 def _no_idle_timer(stream: Any) -> None:
     """faust's `take_events` waits for a full batch `within` seconds at a time, also with
-    nothing buffered: 20 wake-ups a second in an idle fold (measured: ~0.8 % of a core, half
-    of an idle fold role's CPU). Here the stream waits for its next record without a timeout,
-    and only then for the rest of the batch `within` seconds (the batch's latency is the same:
+    nothing buffered, so an idle fold keeps waking up (much of an idle fold role's CPU). Here
+    the stream waits for its next record without a timeout, and only then for the rest of the
+    batch `within` seconds (the batch's latency is the same:
     faust's window starts at a wake-up, this one at the first record)."""
     arrived = asyncio.Event()
 

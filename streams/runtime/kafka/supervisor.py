@@ -51,8 +51,8 @@ BACKOFF_MAX_S = 15.0
 HEALTHY_AFTER_S = 30.0
 STOP_GRACE_S = 20.0
 POLL_S = 0.2
-#: A standby taken is replaced this much later: its start (Python, faust, aiokafka imports:
-#: 1.5–3 s of CPU) came exactly when the index role finished a reindex's new generation or a
+#: A standby taken is replaced this much later: its start (Python, faust, aiokafka imports,
+#: seconds of CPU) came exactly when the index role finished a reindex's new generation or a
 #: replay began, on two cores shared with the broker. A role that dies within this time starts
 #: cold (about as long as those imports) instead.
 STANDBY_RESPAWN_S = 5.0
