@@ -47,7 +47,7 @@ def session_digests(shards: Iterable[Shard], *,
         parallel = large_index(shards)
     parts: list[dict[str, list[Any]] | None] = [None] * len(shards)
     if parallel:
-        from indexer.digester import digest_files  # (the helper imports this module)
+        from indexer.digester import digest_files
 
         parts = digest_files([os.fspath(s.path) for s in shards])
     out: dict[str, list[Any]] = {}

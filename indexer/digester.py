@@ -2,7 +2,7 @@
 
 The index digest re-folds every stored event (indexer/digest.py), pure Python bound to one core
 by the GIL. A large index is digested by up to `HELPERS` helper processes instead, each a
-`python -m indexer.digester` started on first use and kept: it reads one JSON line per request
+`python -m indexer.digest_helper` started on first use and kept: it reads one JSON line per request
 (a shard file's path), digests that file in a read-only snapshot of its own, and answers one
 JSON line. A helper is a plain subprocess (fork + exec: safe from a process with threads, and
 it never re-imports the caller's main module); it exits when its stdin closes, so it dies with
@@ -22,7 +22,7 @@ import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 from projections.codec import dumps, loads
 
@@ -37,7 +37,7 @@ class _Helper:
     def __init__(self) -> None:
         path = os.environ.get("PYTHONPATH")
         env = {**os.environ, "PYTHONPATH": _ROOT if not path else f"{_ROOT}{os.pathsep}{path}"}
-        self.process = subprocess.Popen([sys.executable, "-m", "indexer.digester"], env=env,
+        self.process = subprocess.Popen([sys.executable, "-m", "indexer.digest_helper"], env=env,
                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE)
 
     def ask(self, path: str) -> dict[str, list[Any]] | None:
@@ -114,20 +114,3 @@ def close_helpers() -> None:
         helpers, _idle[:] = list(_idle), []
     for helper in helpers:
         helper.close()
-
-
-def serve(stdin: IO[bytes], stdout: IO[bytes]) -> None:
-    """The helper's loop: a JSON path per line in, `{"ok": digests}` or `{"error": text}` out."""
-    from indexer.digest import shard_file_digests
-
-    for line in stdin:
-        try:
-            reply: dict[str, Any] = {"ok": shard_file_digests(str(loads(line)))}
-        except Exception as exc:  # the caller redoes the shard itself and raises it there
-            reply = {"error": f"{type(exc).__name__}: {exc}"}
-        stdout.write(dumps(reply) + b"\n")
-        stdout.flush()
-
-
-if __name__ == "__main__":
-    serve(sys.stdin.buffer, sys.stdout.buffer)

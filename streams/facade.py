@@ -4,18 +4,29 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from indexer import QueryService
-from projections.errors import SessionQueryError
+from projections.errors import RecallError, SessionQueryError
 from streams.core.settings import Settings, load_settings
 from streams.ingest.edge import IngestReport
 from streams.runtime.embedded.runtime import EmbeddedRuntime
+from streams.service.operations import AMBIGUOUS_SHOWN as AMBIGUOUS_SHOWN
+from streams.service.operations import SESSION_NOT_FOUND as SESSION_NOT_FOUND
 from streams.service.operations import dispatch
-from streams.service.owned import SessionExists, new_header, require_writer, user_message
+from streams.service.operations import pick_sessions as pick_sessions
+from streams.service.owned import SessionExists, new_header, require_writer
+from streams.service.owned import user_message as user_message
 from streams.service.reference import ReferenceService, number_events
+
+if TYPE_CHECKING:
+    from contextlib import AbstractContextManager
+
+    from streams.ingest.hook import HookPayload
+    from streams.ingest.watch import Watcher
 
 #: Operations that need no open index (they still work while it is damaged).
 _INDEX_FREE = frozenset({"index_generation"})
@@ -49,6 +60,31 @@ def _index_build_progress(shard: int, done: int, total: int) -> None:
     if done == total or done % 50_000 < 5_000:
         print(f"recall: building the substring index: shard {shard}: {done}/{total} documents",
               file=sys.stderr, flush=True)
+
+
+class Backend(Protocol):
+    """What `Recall` needs of a runtime: the embedded one in-process (`EmbeddedBackend`) or the
+    Kafka client (streams/runtime/kafka/client.py)."""
+
+    def call(self, op: str, args: Mapping[str, Any]) -> Any: ...
+
+    def ingest(self, paths: Sequence[Path], *, fmt: str = "auto",
+               progress: Callable[[int, int], None] | None = None) -> IngestReport: ...
+
+    def dead_letters(self) -> list[dict[str, Any]]: ...
+
+    def reindex(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]: ...
+
+    def replay(self, progress: Callable[[int, int], None] | None = None) -> dict[str, Any]: ...
+
+    def create_session(self, header: Mapping[str, Any]) -> dict[str, Any]: ...
+
+    def close(self) -> None: ...
+
+
+def _unsupported_here(what: str, hint: str) -> RecallError:
+    return RecallError(f"{what} reads shard files on this machine",
+                       code="RECALL_UNSUPPORTED_HERE", hint=hint)
 
 
 class EmbeddedBackend:
@@ -147,6 +183,23 @@ class EmbeddedBackend:
         """Every parked record of this data dir's dead-letter file."""
         return self.runtime.dead_letters.read()
 
+    def index_stats(self) -> list[dict[str, Any]]:
+        from indexer.maintenance import check_integrity, shard_stats
+
+        shards = self.runtime.shards
+        rows = shard_stats(shards)
+        problems = check_integrity(shards)
+        for row in rows:
+            row["problems"] = problems.get(row["shard"], [])
+        return rows
+
+    def ingest_unless_busy(self, paths: Sequence[Path]) -> bool:
+        """Ingest unless another process holds the writer lock (then it is not waited for)."""
+        with self.runtime.try_writing() as held:
+            if held:
+                self.ingest(paths)
+        return held
+
     def close(self) -> None:
         if self._query is not None:
             self._query.close()
@@ -158,7 +211,7 @@ class Recall:
     """Search and reference over session logs. `Recall.open(dir)` runs embedded (no Kafka);
     `Recall.connect("kafka://host:port")` talks to query workers over the request topic."""
 
-    def __init__(self, backend: Any, settings: Settings) -> None:
+    def __init__(self, backend: Backend, settings: Settings) -> None:
         self.backend = backend
         self.settings = settings
 
@@ -220,6 +273,22 @@ class Recall:
     def index_digest(self) -> dict[str, Any]:
         """Layout-independent digest of the index contents: equal digests, equal indexes."""
         return dict(self.backend.call("index_digest", {}))
+
+    def index_stats(self) -> list[dict[str, Any]]:
+        """Per shard: rows, bytes, segments, generation, the redaction rules and the secrets
+        redacted by kind, and `problems` (its integrity check; empty when sound)."""
+        if not isinstance(self.backend, EmbeddedBackend):
+            raise _unsupported_here("index stats", "run it with --data-dir set to a worker's "
+                                    "RECALL_DATA_DIR/kafka-index host, or use `recall index "
+                                    "digest` over Kafka")
+        return self.backend.index_stats()
+
+    def ingest_unless_busy(self, paths: Sequence[str | Path]) -> bool:
+        """Ingest `paths` now unless another writer holds the data dir (embedded; over Kafka
+        nothing is done): True if ingested. For a caller that must not wait."""
+        if not isinstance(self.backend, EmbeddedBackend):
+            return False
+        return self.backend.ingest_unless_busy([Path(p) for p in paths])
 
     def index_generation(self) -> str:
         """The name of the index generation answering queries (e.g. `gen-000002`)."""
@@ -351,3 +420,255 @@ class Recall:
         if limit is not None:
             args["limit"] = limit
         return list(self.backend.call("list_candidates", args))
+
+
+# --- searches as the faces take them ---------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class SearchOptions:
+    """A search as the faces take it (CLI options, MCP tool arguments, the web form), made one
+    PROTOCOL §3.2 request by `search_request`. Times are epoch ms (a fraction: finer); an empty or None option asks
+    for nothing. With `session_id` the search is within that session and the session options
+    do not apply."""
+
+    query: str | None = None
+    session_id: str | None = None
+    # which sessions
+    cwd: str | None = None  # exactly this workspace
+    cwd_trees: Sequence[str] = ()  # these directories and everything under them
+    agents: Sequence[str] = ()
+    session_ids: Sequence[str] = ()
+    created_from: float | None = None
+    created_to: float | None = None
+    availability: Sequence[str] = ()
+    parents: Sequence[str | None] = ()  # None: a root session
+    # which events
+    seq_from: int | None = None
+    seq_to: int | None = None
+    surfaces: Sequence[str] = ()
+    types: Sequence[str] = ()
+    no_injected: bool = False  # leave out context a plugin, the harness or a reference put in
+    time_from: float | None = None
+    time_to: float | None = None
+    # the page
+    limit: int | None = None
+    cursor: str | None = None  # an empty cursor is an invalid cursor, not "page 1"
+    substring: bool = False
+    snapshot: bool = False
+
+
+def _session_filters(options: SearchOptions) -> list[dict[str, Any]]:
+    filters: list[dict[str, Any]] = []
+    if options.cwd is not None:
+        filters.append({"kind": "cwd", "values": [options.cwd]})
+    if options.session_ids:
+        filters.append({"kind": "id", "values": list(options.session_ids)})
+    if options.cwd_trees:
+        filters.append({"kind": "cwd-tree", "values": list(options.cwd_trees)})
+    if options.agents:
+        filters.append({"kind": "agent", "values": list(options.agents)})
+    if (options.created_from, options.created_to) != (None, None):
+        filters.append({"kind": "created-at", "from": options.created_from,
+                        "to": options.created_to})
+    if options.availability:
+        filters.append({"kind": "availability", "values": list(options.availability)})
+    if options.parents:
+        filters.append({"kind": "parent", "values": list(options.parents)})
+    return filters
+
+
+def _event_filters(options: SearchOptions) -> list[dict[str, Any]]:
+    from projections.titles import NOT_INJECTED
+
+    filters: list[dict[str, Any]] = []
+    if (options.seq_from, options.seq_to) != (None, None):
+        filters.append({"kind": "seq", "from": options.seq_from, "to": options.seq_to})
+    if options.surfaces:
+        filters.append({"kind": "surface", "values": list(options.surfaces)})
+    if options.types:
+        filters.append({"kind": "type", "values": list(options.types)})
+    if options.no_injected:
+        filters.append({"kind": "source", "values": list(NOT_INJECTED)})
+    if (options.time_from, options.time_to) != (None, None):
+        filters.append({"kind": "time", "from": options.time_from, "to": options.time_to})
+    return filters
+
+
+def _add_filters(request: dict[str, Any], key: str, filters: list[dict[str, Any]]) -> None:
+    """The options' filters after the request's own (null: none). A value that is not an array
+    is left for the request's validation to reject with its code."""
+    given = request.get(key)
+    if filters and (given is None or isinstance(given, list)):
+        request[key] = [*(given or []), *filters]
+
+
+def search_request(options: SearchOptions,
+                   request: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """The request (camelCase) for `Recall.search_sessions`, or for `Recall.search_events` when
+    it names a session (`options.session_id` or the given request's `sessionId`): `request`'s
+    own fields, then the options over them, their filters after its filters."""
+    out: dict[str, Any] = dict(request or {})
+    if options.query is not None:
+        out["query"] = options.query
+    if options.session_id is not None:
+        out["sessionId"] = options.session_id
+    within = "sessionId" in out
+    if not within:
+        _add_filters(out, "sessionFilters", _session_filters(options))
+    _add_filters(out, "filters" if within else "eventFilters", _event_filters(options))
+    if options.limit is not None:
+        out["limit"] = options.limit
+    if options.cursor is not None:
+        out["cursor"] = options.cursor
+    if options.substring:
+        out["mode"] = "substring"
+    if options.snapshot:
+        out["consistency"] = "snapshot"
+    return out
+
+
+def mark_queries(snippets: Sequence[str], query: str, *, substring: bool = False) -> list[str]:
+    """Each snippet with U+FDD0/U+FDD1 around each match of the query, found the way the search
+    matched it (snippets arrive without markers, PROTOCOL §3.7): FTS5's own highlight() with the
+    index's tokenizer for a token search (one statement for the page), case-folded substrings
+    for a trigram one (CJK or `substring`). A phrase the snippet's window cut stays unmarked."""
+    from indexer.normalize import fts_phrase, normalize_query
+    from indexer.search import choose_index
+    from indexer.snippet import highlight_texts, mark_spans, substring_spans
+
+    try:
+        phrase = normalize_query(query)
+    except RecallError:
+        return list(snippets)
+    if choose_index(phrase, "substring" if substring else "token") == "trigram":
+        return [mark_spans(s, substring_spans(s, phrase)) for s in snippets]
+    marked = highlight_texts(fts_phrase(phrase), dict(enumerate(snippets)))
+    return [marked.get(i, s) for i, s in enumerate(snippets)]
+
+
+def normalize_query(query: str) -> str:
+    """A query as the service reads it (PROTOCOL §3.3 step 5: trimmed, whitespace collapsed);
+    SESSION_QUERY_INVALID_QUERY when nothing is left."""
+    from indexer.normalize import normalize_query as normalize
+
+    return normalize(query)
+
+
+# --- what else the faces need: importers, the index on disk, hooks, the watcher, the worker ------
+
+def format_names() -> tuple[str, ...]:
+    """The foreign formats the importers read (`--format`, `recall watch --agent`)."""
+    from streams.ingest.importers import FORMAT_NAMES
+
+    return tuple(FORMAT_NAMES)
+
+
+def log_files(paths: Sequence[Path]) -> list[Path]:
+    """The files an ingest of `paths` reads, in the order it reads them."""
+    from streams.ingest.edge import iter_log_files
+
+    return list(iter_log_files(paths))
+
+
+def redaction_totals(rows: list[dict[str, Any]]) -> dict[str, int]:
+    """Secrets redacted per kind over `index_stats` rows, most frequent first."""
+    from indexer.maintenance import redaction_totals as totals
+
+    return totals(rows)
+
+
+def check_index(settings: Settings) -> dict[str, Any]:
+    """The live index's integrity, from its files (works when it cannot even be opened):
+    `{ok, generation, problems, damagedGenerations, fix}`."""
+    if settings.broker:
+        raise _unsupported_here("index check",
+                                "run it with --data-dir set to a worker's data dir")
+    runtime = EmbeddedRuntime(settings)
+    try:
+        return runtime.check()
+    finally:
+        runtime.close()
+
+
+def run_worker(settings: Settings, roles: Sequence[str] = (), *, loglevel: str = "warning"
+               ) -> None:
+    """Run a Kafka worker with these roles (fold, index, query; none named: all)."""
+    from streams.runtime.kafka.worker import ROLES
+    from streams.runtime.kafka.worker import run_worker as run
+
+    run(settings, list(roles) or list(ROLES), loglevel=loglevel)
+
+
+def private_dir(path: Path) -> Path:
+    """`path` as a directory only its owner can read (created if missing)."""
+    from streams.core.store import ensure_private_dir
+
+    return ensure_private_dir(path)
+
+
+def open_data_dir(path: Path) -> Path:
+    """The data dir, created owner-only; a ConfigError if it cannot be one."""
+    from streams.runtime.embedded.runtime import open_data_dir as open_dir
+
+    return open_dir(path)
+
+
+def hook_payload(stdin: bytes, argv: Sequence[str] = ()) -> HookPayload:
+    """What an agent's hook says: a Claude Code payload (stdin) or a Codex `notify` payload
+    (the last argument)."""
+    from streams.ingest.hook import parse_payload
+
+    return parse_payload(stdin, tuple(argv))
+
+
+def record_hook(data_dir: Path, payload: HookPayload) -> None:
+    """Remember the session's transcript and cwd in the data dir (the newest payload wins)."""
+    from streams.ingest.hook import record
+
+    record(open_data_dir(data_dir), payload)
+
+
+def hook_report(data_dir: Path, session_id: str) -> dict[str, Any] | None:
+    """What the hooks recorded for a session (`transcriptPath`, `cwd`, …), if anything."""
+    from streams.ingest.hook import lookup
+
+    return lookup(data_dir, session_id)
+
+
+def latest_hook_report(data_dir: Path, cwd: str) -> dict[str, Any] | None:
+    """The session a hook reported most recently for this working directory."""
+    from streams.ingest.hook import latest_for_cwd
+
+    return latest_for_cwd(data_dir, cwd)
+
+
+def transcript_files(transcript: Path) -> list[Path]:
+    """A transcript and the subagent transcripts its agent keeps beside it."""
+    from streams.ingest.hook import transcript_files as files
+
+    return files(transcript)
+
+
+def watch_roots(agents: Sequence[str] = ()) -> list[Path]:
+    """`RECALL_WATCH_PATHS` if set, else the default log folders of every supported agent (or
+    of `agents`)."""
+    from streams.ingest.watch import default_roots
+
+    return default_roots(agents=agents)
+
+
+def watch_lock(data_dir: Path) -> AbstractContextManager[None]:
+    """The data dir's watcher lock for a run; RECALL_WATCH_RUNNING at once if another
+    watcher has it."""
+    from streams.ingest.watch import watch_lock as lock
+
+    return lock(data_dir)
+
+
+def watcher(recall: Recall, roots: Sequence[Path], emit: Callable[[dict[str, Any]], None], *,
+            debounce_ms: int = 200) -> Watcher:
+    """A watcher of `roots` whose batches `recall` ingests (embedded: its ingest; Kafka: the
+    fleet shipper, which publishes only what is new per file)."""
+    from streams.ingest.watch import Watcher
+
+    return Watcher(recall, roots, emit, debounce_ms=debounce_ms)

@@ -14,17 +14,19 @@ from rich.live import Live
 from rich.text import Text
 
 from projections.codec import dumps
+from streams.core.errorlog import as_recall_error, log_exception
 from streams.core.settings import Settings
-from streams.faces.cli.main import SafePath, err_console, json_option, open_recall, say
+from streams.facade import (
+    format_names,
+    hook_payload,
+    record_hook,
+    transcript_files,
+    watch_lock,
+    watch_roots,
+    watcher,
+)
+from streams.faces.cli.common import SafePath, err_console, json_option, open_recall, say
 from streams.faces.textsafe import visible
-from streams.ingest.importers import FORMAT_NAMES
-from streams.ingest.watch import Sink, Watcher, default_roots, watch_lock
-
-
-def _sink(recall: Any, settings: Settings) -> Sink:
-    """Embedded: the ingest itself. Kafka: its ingest too, which publishes only what is new
-    per file (shipper.json under the data dir's writer lock, streams/runtime/kafka/sent.py)."""
-    return recall  # type: ignore[no-any-return]
 
 
 def _printer(as_lines: bool) -> Any:
@@ -45,7 +47,7 @@ def _printer(as_lines: bool) -> Any:
 
 @click.command("watch")
 @click.argument("paths", nargs=-1, type=SafePath(path_type=Path))
-@click.option("--agent", "agents", multiple=True, type=click.Choice(FORMAT_NAMES),
+@click.option("--agent", "agents", multiple=True, type=click.Choice(format_names()),
               help="Without PATHs: watch only these agents' default folders.")
 @click.option("--debounce-ms", type=click.IntRange(min=10, max=60_000), default=200,
               show_default=True, help="Longest wait that groups changes into one batch.")
@@ -62,27 +64,28 @@ def watch(ctx: click.Context, paths: Sequence[Path], agents: Sequence[str], debo
     JSON event lines on stdout with --json or when piped, a status line in a terminal.
     """
     settings: Settings = ctx.obj
-    roots = list(paths) or default_roots(agents=agents)
+    roots = list(paths) or watch_roots(agents)
     as_lines = as_json or not sys.stdout.isatty()
     with watch_lock(Path(settings.data_dir)), open_recall(ctx) as recall:
-        watcher = Watcher(_sink(recall, settings), roots, _printer(as_lines),
-                          debounce_ms=debounce_ms)
-        watcher.stop_on_signals()
+        # Embedded: the ingest itself. Kafka: its ingest too, which publishes only what is new
+        # per file (the fleet shipper).
+        following = watcher(recall, roots, _printer(as_lines), debounce_ms=debounce_ms)
+        following.stop_on_signals()
         if as_lines or not err_console.is_terminal:
-            watcher.run()
+            following.run()
             return
         with Live(Text("recall watch: starting"), console=err_console,
                   refresh_per_second=1, transient=False) as live:
             def refresh() -> None:
-                while not watcher.stop.wait(1.0):
-                    live.update(Text(watcher.status.line(time.monotonic())))
+                while not following.stop.wait(1.0):
+                    live.update(Text(following.status.line(time.monotonic())))
 
             import threading
 
             threading.Thread(target=refresh, daemon=True).start()
-            watcher.run()
-            live.update(Text(watcher.status.line(time.monotonic())))
-    say(f"stopped: {watcher.status.events} events in {watcher.status.batches} batches")
+            following.run()
+            live.update(Text(following.status.line(time.monotonic())))
+    say(f"stopped: {following.status.events} events in {following.status.batches} batches")
 
 
 @click.command("hook", context_settings={"ignore_unknown_options": True})
@@ -101,26 +104,21 @@ def hook(ctx: click.Context, payload: Sequence[str], lock_timeout_s: float,
     Records the session's transcript path for `recall mcp`; always exits 0, logs errors to
     <data dir>/log/recall.log, prints nothing on stdout.
     """
-    from streams.core.errorlog import as_recall_error, log_exception
-    from streams.ingest.hook import parse_payload, record, transcript_files
-    from streams.runtime.embedded.runtime import open_data_dir
-
     settings: Settings = ctx.obj
     data_dir = Path(settings.data_dir)
     result: dict[str, Any] = {}
     try:
         stdin = b"" if payload else sys.stdin.buffer.read()
-        parsed = parse_payload(stdin, tuple(payload))
+        parsed = hook_payload(stdin, payload)
         result = {"sessionId": parsed.session_id, "event": parsed.event,
                   "transcriptPath": str(parsed.transcript) if parsed.transcript else None}
-        record(open_data_dir(data_dir), parsed)
+        record_hook(data_dir, parsed)
         if parsed.transcript is not None and parsed.transcript.is_file():
             ctx.obj = settings.model_copy(
                 update={"lock_timeout_s": min(settings.lock_timeout_s, lock_timeout_s)})
             with open_recall(ctx) as recall:
                 # over Kafka, the shipper: only what neither a watcher nor an earlier hook sent
-                report = _sink(recall, ctx.obj).ingest(
-                    transcript_files(parsed.transcript)).to_json()
+                report = recall.ingest(transcript_files(parsed.transcript)).to_json()
             result.update(eventsAdded=report["eventsAdded"], parkedLines=report["parkedLines"])
     except Exception as exc:  # a hook must never fail the agent: log, say, exit 0
         error = as_recall_error(exc, data_dir)

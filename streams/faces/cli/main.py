@@ -11,17 +11,15 @@ reported as RECALL_INTERNAL_ERROR. Untrusted text is printed as data (streams/fa
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import datetime
 import os
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
-from rich.cells import cell_len
-from rich.console import Console
 from rich.text import Text
 
 from projections.codec import dumps_pretty, loads_lossless
@@ -36,85 +34,32 @@ from projections.errors import (
     is_usage,
 )
 from projections.mentions import parse_mentions
-from projections.titles import NOT_INJECTED
 from streams.core.errorlog import as_recall_error
 from streams.core.settings import Settings, load_settings
-from streams.facade import Recall
+from streams.facade import (
+    SearchOptions,
+    check_index,
+    format_names,
+    redaction_totals,
+    run_worker,
+    search_request,
+)
 from streams.faces import views
+from streams.faces.cli.common import (
+    TEXT,
+    F,
+    SafePath,
+    console,
+    emit_json,
+    err_console,
+    json_option,
+    open_recall,
+    print_columns,
+    say,
+    say_lines,
+)
 from streams.faces.cli.progress import count_progress, ingest_progress
 from streams.faces.textsafe import encodable, visible
-from streams.ingest.importers import FORMAT_NAMES
-
-F = TypeVar("F", bound=Callable[..., Any])
-# soft_wrap: a line is never broken by us (piped: one record per line, full ids; a terminal
-# wraps long lines itself, so a copied id or cursor stays whole).
-console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
-
-
-def emit_json(value: Any) -> None:
-    sys.stdout.write(dumps_pretty(value) + "\n")
-
-
-def say(*parts: str | tuple[str, str]) -> None:
-    """Print one line built from plain strings and (text, style) pairs; never markup."""
-    console.print(Text.assemble(*parts), soft_wrap=True)
-
-
-def say_lines(lines: Sequence[Text]) -> None:
-    """Print lines built by streams/faces/views.py, each as it is (never wrapped, never markup)."""
-    for line in lines:
-        console.print(line, soft_wrap=True)
-
-
-def print_columns(rows: Sequence[Sequence[str]]) -> None:
-    """Aligned columns, one line per row, the first row bold. Never wrapped: a cell that wrapped
-    would look like a row of its own."""
-    widths = [max(cell_len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for n, row in enumerate(rows):
-        line = "  ".join(cell + " " * (w - cell_len(cell))
-                         for cell, w in zip(row, widths, strict=True)).rstrip()
-        console.print(Text(line, style="bold" if n == 0 else ""), soft_wrap=True)
-
-
-def json_option(func: F) -> F:
-    return click.option("--json", "as_json", is_flag=True,
-                        help="Print machine-readable JSON (camelCase, as docs/PROTOCOL.md).")(func)
-
-
-def handle_errors(func: F) -> F:
-    """Kept for commands registered elsewhere: errors are mapped once, by `RecallGroup`."""
-    return func
-
-
-class Utf8Text(click.ParamType):
-    """A text argument: undecodable bytes on the command line are a usage error, not a crash."""
-
-    name = "text"
-
-    def convert(self, value: Any, param: click.Parameter | None,
-                ctx: click.Context | None) -> str:
-        text = str(value)
-        try:
-            text.encode("utf-8")
-        except UnicodeEncodeError:
-            self.fail(f"{visible(text.encode('utf-8', 'surrogateescape'))[:80]} is not valid "
-                      "UTF-8 text", param, ctx)
-        return text
-
-
-TEXT = Utf8Text()
-
-
-class SafePath(click.Path):
-    """click.Path that turns a name the OS cannot even look up (a NUL byte) into a usage error
-    instead of a ValueError from os.stat."""
-
-    def convert(self, value: Any, param: click.Parameter | None,
-                ctx: click.Context | None) -> Any:
-        if isinstance(value, str) and "\x00" in value:
-            self.fail(f"{value!r} is not a usable path (it holds a NUL byte)", param, ctx)
-        return super().convert(value, param, ctx)
 
 
 def _wants_json(args: Sequence[str]) -> bool:
@@ -200,17 +145,6 @@ class RecallGroup(click.Group):
         return as_recall_error(exc, self.data_dir_hint)
 
 
-@contextmanager
-def open_recall(ctx: click.Context) -> Iterator[Recall]:
-    settings: Settings = ctx.obj
-    recall = (Recall.connect(settings.broker, settings=settings) if settings.broker
-              else Recall.open(settings=settings))
-    try:
-        yield recall
-    finally:
-        recall.close()
-
-
 @click.group(cls=RecallGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name=DISTRIBUTION)
 @click.option("--data-dir", type=SafePath(path_type=Path), envvar="RECALL_DATA_DIR",
@@ -245,7 +179,7 @@ def main(ctx: click.Context, data_dir: Path | None, broker: str | None) -> None:
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=SafePath(exists=True, path_type=Path))
 @click.option("--format", "fmt", default="auto",
-              type=click.Choice(["auto", "dsh", *FORMAT_NAMES]),
+              type=click.Choice(["auto", "dsh", *format_names()]),
               help="Source format; auto detects per file.")
 @json_option
 @click.pass_context
@@ -322,32 +256,15 @@ def event_filter_options(func: F) -> F:
     return func
 
 
-def build_event_request(request: dict[str, Any], query: str, surfaces: Sequence[str],
-                        types: Sequence[str], no_injected: bool, since: str | None,
-                        until: str | None, limit: int | None, cursor: str | None,
-                        substring: bool, snapshot: bool
-                        ) -> tuple[dict[str, Any], list[dict[str, Any]]]:
-    if query:
-        request["query"] = query
-    filters: list[dict[str, Any]] = []
-    if surfaces:
-        filters.append({"kind": "surface", "values": list(surfaces)})
-    if types:
-        filters.append({"kind": "type", "values": list(types)})
-    if no_injected:
-        filters.append({"kind": "source", "values": list(NOT_INJECTED)})
-    if since or until:
-        filters.append({"kind": "time", "from": iso_to_ms(since) if since else None,
-                        "to": iso_to_ms(until) if until else None})
-    if limit is not None:
-        request["limit"] = limit
-    if cursor is not None:  # an empty cursor is an invalid cursor, not "page 1"
-        request["cursor"] = cursor
-    if substring:
-        request["mode"] = "substring"
-    if snapshot:
-        request["consistency"] = "snapshot"
-    return request, filters
+def event_options(query: str, surfaces: Sequence[str], types: Sequence[str],
+                  no_injected: bool, since: str | None, until: str | None, limit: int | None,
+                  cursor: str | None, substring: bool, snapshot: bool) -> SearchOptions:
+    """The search options the event filter options ask for (the words, if any, the query)."""
+    return SearchOptions(query=query or None, surfaces=surfaces, types=types,
+                         no_injected=no_injected,
+                         time_from=iso_to_ms(since) if since else None,
+                         time_to=iso_to_ms(until) if until else None, limit=limit,
+                         cursor=cursor, substring=substring, snapshot=snapshot)
 
 
 def read_request(handle: Any) -> dict[str, Any]:
@@ -367,18 +284,11 @@ def read_request(handle: Any) -> dict[str, Any]:
     return value
 
 
-def _add_filters(request: dict[str, Any], key: str, filters: list[dict[str, Any]]) -> None:
-    """The options' filters after the --request file's own (null: none). A value that is not
-    an array is left for the request's validation to reject with its code."""
-    given = request.get(key)
-    if filters and (given is None or isinstance(given, list)):
-        request[key] = [*(given or []), *filters]
-
-
 def more(page: dict[str, Any]) -> None:
     """The next page's cursor, whole, on a line of its own."""
     if "nextCursor" in page:
-        say("more: --cursor ", visible(page["nextCursor"]))
+        console.print(Text.assemble("more: --cursor ", visible(page["nextCursor"])),
+                      soft_wrap=True)
 
 
 @main.command()
@@ -400,23 +310,16 @@ def search(ctx: click.Context, words: Sequence[str], surfaces: Sequence[str],
            as_json: bool) -> None:
     """Search across sessions for a literal phrase (the words, as typed): one hit per
     session, ranked by its best event."""
-    given = read_request(request_file)
-    if not words and "query" not in given:
+    options = event_options(" ".join(words), surfaces, types, no_injected, since, until, limit,
+                            cursor, substring, snapshot)
+    request = read_request(request_file)
+    if not words and "query" not in request:
         raise click.UsageError("missing QUERY: recall search QUERY... (the words to find)")
-    request, event_filters = build_event_request(
-        given, " ".join(words), surfaces, types, no_injected, since, until,
-        limit, cursor, substring, snapshot)
     with open_recall(ctx) as recall:
-        session_filters: list[dict[str, Any]] = []
-        if sessions:
-            session_filters.append({"kind": "id", "values": [recall.resolve_session(s)
-                                                             for s in sessions]})
-        if cwds:
-            session_filters.append({"kind": "cwd-tree", "values": list(cwds)})
-        if agents:
-            session_filters.append({"kind": "agent", "values": list(agents)})
-        _add_filters(request, "sessionFilters", session_filters)
-        _add_filters(request, "eventFilters", event_filters)
+        options = dataclasses.replace(
+            options, session_ids=[recall.resolve_session(s) for s in sessions],
+            cwd_trees=cwds, agents=agents)
+        request = search_request(options, request)
         page = recall.search_sessions(request=request)
     if as_json:
         emit_json(page)
@@ -448,11 +351,8 @@ def events(ctx: click.Context, words: Sequence[str], surfaces: Sequence[str],
     if not words and "query" not in request:
         raise click.UsageError("missing QUERY: recall events SESSION QUERY... (the words to "
                                "find in that session)")
-    request, filters = build_event_request(request, " ".join(words), surfaces, types,
-                                           no_injected, since, until, limit, cursor, substring,
-                                           snapshot)
-    if filters:
-        request["filters"] = [*request.get("filters", []), *filters]
+    request = search_request(event_options(" ".join(words), surfaces, types, no_injected, since,
+                                           until, limit, cursor, substring, snapshot), request)
     with open_recall(ctx) as recall:
         page = recall.search_events(request=request)
     if as_json:
@@ -620,19 +520,8 @@ def digest(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def stats(ctx: click.Context, as_json: bool) -> None:
     """Per-shard rows, bytes, generation, integrity, and the secrets redacted by kind."""
-    from indexer.maintenance import check_integrity, redaction_totals, shard_stats
-
     with open_recall(ctx.find_root()) as recall:
-        runtime = getattr(recall.backend, "runtime", None)
-        if runtime is None:
-            raise RecallError("index stats reads shard files on this machine",
-                              code="RECALL_UNSUPPORTED_HERE",
-                              hint="run it with --data-dir set to a worker's RECALL_DATA_DIR/"
-                              "kafka-index host, or use `recall index digest` over Kafka")
-        rows = shard_stats(runtime.shards)
-        problems = check_integrity(runtime.shards)
-    for row in rows:
-        row["problems"] = problems.get(row["shard"], [])
+        rows = recall.index_stats()
     if as_json:
         emit_json(rows)
         return
@@ -655,18 +544,7 @@ def stats(ctx: click.Context, as_json: bool) -> None:
 def check(ctx: click.Context, as_json: bool) -> None:
     """Integrity of the live index files: what is damaged and the command that repairs it
     (exit 1 when damaged). Works when the index cannot even be opened."""
-    from streams.runtime.embedded.runtime import EmbeddedRuntime
-
-    settings: Settings = ctx.find_root().obj
-    if settings.broker:
-        raise RecallError("index check reads shard files on this machine",
-                          code="RECALL_UNSUPPORTED_HERE",
-                          hint="run it with --data-dir set to a worker's data dir")
-    runtime = EmbeddedRuntime(settings)
-    try:
-        report = runtime.check()
-    finally:
-        runtime.close()
+    report = check_index(ctx.find_root().obj)
     if as_json:
         emit_json(report)
     else:
@@ -720,12 +598,10 @@ def replay(ctx: click.Context, as_json: bool) -> None:
 @click.pass_context
 def worker(ctx: click.Context, roles: Sequence[str], loglevel: str) -> None:
     """Run a Kafka worker: fold processor, index consumer and query coordinator."""
-    from streams.runtime.kafka.worker import ROLES, run_worker
-
     settings: Settings = ctx.obj
     if not settings.broker:
         raise click.UsageError("set --broker or RECALL_BROKER (e.g. kafka://127.0.0.1:9092)")
-    run_worker(settings, list(roles) or list(ROLES), loglevel=loglevel)
+    run_worker(settings, roles, loglevel=loglevel)
 
 
 # --- references ---------------------------------------------------------------------------------

@@ -10,9 +10,9 @@ import click
 
 from projections.codec import loads_lossless
 from projections.errors import InputRejected, UsageError
-from streams.faces.cli.main import TEXT, emit_json, json_option, open_recall, say
+from streams.facade import user_message
+from streams.faces.cli.common import TEXT, emit_json, json_option, open_recall, say
 from streams.faces.textsafe import visible
-from streams.service.owned import user_message
 
 
 @click.command("create")

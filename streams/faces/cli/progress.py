@@ -21,7 +21,7 @@ from rich.progress import (
     TransferSpeedColumn,
 )
 
-from streams.ingest.edge import iter_log_files
+from streams.facade import log_files
 
 Report = Callable[[int, int], None]
 
@@ -41,7 +41,7 @@ def ingest_progress(console: Console, paths: Sequence[Path],
     if not enabled or not console.is_terminal:
         yield None
         return
-    sizes = [_size(p) for p in iter_log_files(paths)]
+    sizes = [_size(p) for p in log_files(paths)]
     done_bytes = [0]
     for size in sizes:
         done_bytes.append(done_bytes[-1] + size)

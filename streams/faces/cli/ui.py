@@ -12,7 +12,7 @@ import click
 from projections.codec import dumps
 from projections.errors import MissingExtra, RecallError
 from streams.core.settings import Settings
-from streams.faces.cli.main import TEXT, json_option, open_recall
+from streams.faces.cli.common import TEXT, json_option, open_recall
 
 UI_TOKEN_FILE = "ui-token"
 

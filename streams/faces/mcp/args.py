@@ -12,9 +12,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from indexer.normalize import normalize_query
 from projections.errors import RECALL_QUERY_TOO_LONG as QUERY_TOO_LONG
 from projections.errors import SessionQueryError
+from streams.facade import normalize_query
 from streams.faces.mcp.errors import (
     INVALID_ARGS,
     INVALID_FILTER,

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from projections.errors import SessionQueryError
-from streams.facade import Recall
+from streams.facade import AMBIGUOUS_SHOWN, SESSION_NOT_FOUND, Recall, pick_sessions
 from streams.faces.mcp.errors import (
     AMBIGUOUS_SESSION,
     MISSING_AGENT,
@@ -21,7 +21,6 @@ from streams.faces.mcp.errors import (
     unauthorized,
 )
 from streams.faces.textsafe import visible
-from streams.service.operations import AMBIGUOUS_SHOWN, SESSION_NOT_FOUND, pick_sessions
 
 log = logging.getLogger("recall.mcp")
 

@@ -8,7 +8,7 @@ import secrets
 from pathlib import Path
 from typing import Any
 
-from streams.core.store import ensure_private_dir
+from streams.facade import private_dir
 
 TOKEN_FILE = "mcp-token"
 
@@ -21,7 +21,7 @@ def load_or_create_token(data_dir: Path, name: str = TOKEN_FILE) -> tuple[str, P
     """The token under the data dir; created with mode 0600 (O_EXCL, so two servers starting at
     once agree on one token). A file left with wider permissions is tightened first. `name`:
     the file (`recall ui` keeps its own token beside the MCP server's)."""
-    directory = ensure_private_dir(Path(data_dir))
+    directory = private_dir(Path(data_dir))
     path = directory / name
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)

@@ -15,9 +15,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-from streams.facade import Recall
+from streams.facade import Recall, hook_report, latest_hook_report, transcript_files
 from streams.faces.textsafe import visible
-from streams.ingest.hook import latest_for_cwd, lookup, transcript_files
 
 log = logging.getLogger("recall.mcp")
 
@@ -57,7 +56,7 @@ class RunningSession:
         if self.data_dir is None:
             return None, cwd
         where = cwd or os.path.abspath(os.getcwd())
-        found = latest_for_cwd(self.data_dir, where)
+        found = latest_hook_report(self.data_dir, where)
         if found is None:
             return None, where
         return str(found["sessionId"]), where
@@ -65,15 +64,12 @@ class RunningSession:
     def refresh(self, session_id: str) -> None:
         """Ingest the caller's transcript if a hook named it and it grew (embedded only; never
         waits for another writer)."""
-        runtime = getattr(self.recall.backend, "runtime", None)
-        found = lookup(self.data_dir, session_id) if self.data_dir is not None else None
+        found = hook_report(self.data_dir, session_id) if self.data_dir is not None else None
         path = found.get("transcriptPath") if found else None
-        if runtime is None or not isinstance(path, str) or not Path(path).is_file():
+        if not isinstance(path, str) or not Path(path).is_file():
             return
         try:
-            with runtime.lock.try_hold(runtime._revalidate) as held:
-                if held:
-                    self.recall.ingest(transcript_files(Path(path)))
+            self.recall.ingest_unless_busy(transcript_files(Path(path)))
         except Exception as exc:  # the tool call still answers from what is indexed
             log.warning("on-demand ingest of the caller's transcript failed: %s",
                         type(exc).__name__)
@@ -91,7 +87,7 @@ class RunningSession:
             return None
         if self.indexed(session_id):
             return None
-        found = lookup(self.data_dir, session_id) if self.data_dir is not None else None
+        found = hook_report(self.data_dir, session_id) if self.data_dir is not None else None
         path = found.get("transcriptPath") if found else None
         if found is None:
             why = ("no hook has reported its transcript yet (add `recall hook` to the agent's "

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from projections.codec import parse_js
 from projections.snapshot import PROMPT_PREFIX, PROMPT_SUFFIX
-from projections.titles import NOT_INJECTED
-from streams.facade import Recall
+from streams.facade import Recall, SearchOptions, search_request
 from streams.faces.mcp import render
 from streams.faces.mcp.args import (
     SPECS,
@@ -145,44 +145,29 @@ class SessionTools:
                              "event_time_to", args.get("event_time_to"))
         if ws.cwd is None:
             raise unauthorized()
-        session_filters: list[dict[str, Any]] = [{"kind": "cwd", "values": [ws.cwd]}]
-        if "session_ids" in args:
-            session_filters.append({"kind": "id",
-                                    "values": ws.resolve_many(args["session_ids"])})
-        if created != (None, None):
-            session_filters.append({"kind": "created-at", "from": created[0], "to": created[1]})
-        if "availability" in args:
-            session_filters.append({"kind": "availability", "values": args["availability"]})
+        session_ids = ws.resolve_many(args["session_ids"]) if "session_ids" in args else []
+        parents: list[str | None] = []
         if "parent_session_ids" in args or args.get("include_root_sessions"):
             # Pre-authorize requested parents in one listing; hidden and missing parents both
             # simply do not survive, and with nothing left we answer without searching at all.
             requested = list(dict.fromkeys(args.get("parent_session_ids") or []))
             allowed = ws.records(requested)
-            parents: list[str | None] = [p for p in requested if p in allowed]
+            parents = [p for p in requested if p in allowed]
             if args.get("include_root_sessions"):
                 parents.append(None)
             if not parents:
                 return render.NO_SESSION_MATCHES
-            session_filters.append({"kind": "parent", "values": parents})
-        event_filters: list[dict[str, Any]] = []
-        if seqs != (None, None):
-            event_filters.append({"kind": "seq", "from": seqs[0], "to": seqs[1]})
-        if times != (None, None):
-            event_filters.append({"kind": "time", "from": times[0], "to": times[1]})
-        if "event_types" in args:
-            event_filters.append({"kind": "type", "values": args["event_types"]})
-        if "event_surfaces" in args:
-            event_filters.append({"kind": "surface", "values": args["event_surfaces"]})
-        if args.get("exclude_injected"):
-            event_filters.append({"kind": "source", "values": list(NOT_INJECTED)})
+        options = SearchOptions(
+            query=query, cwd=ws.cwd, session_ids=session_ids, created_from=created[0],
+            created_to=created[1], availability=args.get("availability") or (),
+            parents=parents, seq_from=seqs[0], seq_to=seqs[1], time_from=times[0],
+            time_to=times[1], types=args.get("event_types") or (),
+            surfaces=args.get("event_surfaces") or (),
+            no_injected=bool(args.get("exclude_injected")))
 
         def fetch(cursor: str | None) -> Page:
-            request: dict[str, Any] = {"query": query, "sessionFilters": session_filters}
-            if event_filters:
-                request["eventFilters"] = event_filters
-            if cursor is not None:
-                request["cursor"] = cursor
-            return self.recall.search_sessions(request=request)
+            return self.recall.search_sessions(
+                request=search_request(dataclasses.replace(options, cursor=cursor)))
 
         def accept(item: Mapping[str, Any]) -> bool:
             header = item.get("header") or {}
@@ -229,25 +214,14 @@ class SessionTools:
             seq_to = ceiling if seq_to is None else min(seq_to, ceiling)
             if seq_to < 0 or (seq_from is not None and seq_from > seq_to):
                 return render.NO_EVENT_MATCHES
-        filters: list[dict[str, Any]] = []
-        if (seq_from, seq_to) != (None, None):
-            filters.append({"kind": "seq", "from": seq_from, "to": seq_to})
-        if times != (None, None):
-            filters.append({"kind": "time", "from": times[0], "to": times[1]})
-        if "event_types" in args:
-            filters.append({"kind": "type", "values": args["event_types"]})
-        if "surfaces" in args:
-            filters.append({"kind": "surface", "values": args["surfaces"]})
-        if args.get("exclude_injected"):
-            filters.append({"kind": "source", "values": list(NOT_INJECTED)})
+        options = SearchOptions(
+            query=query, session_id=target, seq_from=seq_from, seq_to=seq_to,
+            time_from=times[0], time_to=times[1], types=args.get("event_types") or (),
+            surfaces=args.get("surfaces") or (), no_injected=bool(args.get("exclude_injected")))
 
         def fetch(cursor: str | None) -> Page:
-            request: dict[str, Any] = {"sessionId": target, "query": query}
-            if filters:
-                request["filters"] = filters
-            if cursor is not None:
-                request["cursor"] = cursor
-            page = self.recall.search_events(request=request)
+            page = self.recall.search_events(
+                request=search_request(dataclasses.replace(options, cursor=cursor)))
             ws.recheck(target, page.get("session"))
             return page
 

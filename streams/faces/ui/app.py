@@ -29,8 +29,14 @@ from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from indexer.errors import EVENT_NOT_FOUND, INVALID_CURSOR, SESSION_NOT_FOUND, STALE_CURSOR
-from projections.errors import RecallError
+from projections.errors import (
+    SESSION_QUERY_EVENT_NOT_FOUND,
+    SESSION_QUERY_INVALID_CURSOR,
+    SESSION_QUERY_SESSION_NOT_FOUND,
+    SESSION_QUERY_STALE_CURSOR,
+    RecallError,
+)
+from streams.facade import search_request
 from streams.faces.ui import pages
 from streams.faces.views import strip_raw
 
@@ -49,7 +55,7 @@ SECURITY_HEADERS = {
     "referrer-policy": "no-referrer",
     "cache-control": "no-store",
 }
-_NOT_FOUND = frozenset({SESSION_NOT_FOUND, EVENT_NOT_FOUND})
+_NOT_FOUND = frozenset({SESSION_QUERY_SESSION_NOT_FOUND, SESSION_QUERY_EVENT_NOT_FOUND})
 
 
 def is_loopback(host: str) -> bool:
@@ -273,33 +279,23 @@ class UiApp:
         """Run the search the form asks for: `{hits, next, notice, within}` (a stale cursor
         restarts from the first page, with a notice)."""
         try:
-            events = pages.event_filters(form)
+            options = pages.search_options(form)
         except ValueError:
             raise PageError(400, "RECALL_USAGE", "since/until must be ISO dates "
                             "(2025-11-24 or 2025-11-24T10:00)") from None
-        request: dict[str, Any] = {"query": form.query, "limit": pages.SEARCH_PAGE}
-        if form.substring:
-            request["mode"] = "substring"
-        if form.cursor:
-            request["cursor"] = form.cursor
+        request = search_request(options)
         notice = ""
-        within = bool(form.session)
-        if within and events:
-            request["filters"] = events
-        elif events:
-            request["eventFilters"] = events
-        scoped = pages.session_filters(form)
-        if scoped and not within:
-            request["sessionFilters"] = scoped
+        within = options.session_id is not None
 
         def run(req: dict[str, Any]) -> dict[str, Any]:
             if within:
-                return dict(self.recall.search_events(form.session, request=req))
+                return dict(self.recall.search_events(request=req))
             return dict(self.recall.search_sessions(request=req))
         try:
             answer = run(request)
         except RecallError as exc:
-            if exc.code not in (STALE_CURSOR, INVALID_CURSOR) or "cursor" not in request:
+            if exc.code not in (SESSION_QUERY_STALE_CURSOR, SESSION_QUERY_INVALID_CURSOR) \
+                    or "cursor" not in request:
                 raise
             request.pop("cursor")
             answer = run(request)

@@ -13,15 +13,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from indexer.normalize import fts_phrase, normalize_query
-from indexer.search import choose_index
-from indexer.snippet import highlight_texts, mark_spans, substring_spans
 from projections.codec import JSONDecodeError, dumps, dumps_pretty, loads
-from projections.errors import RecallError
 from projections.extraction import HIGHLIGHT_CLOSE, HIGHLIGHT_OPEN, extract_text, message_of
 from projections.fold import fold_surface
 from projections.surfaces import surfaces_from_fold
-from projections.titles import NOT_INJECTED
+from streams.facade import SearchOptions, mark_queries
 from streams.faces.textsafe import visible
 from streams.faces.views import role_of, without_raw
 
@@ -61,21 +57,6 @@ def line(text: Any) -> str:
 def body(text: Any) -> str:
     """Untrusted multi-line text: line breaks kept, every other control shown as an escape."""
     return visible(str(text), keep_newlines=True) if text is not None else ""
-
-
-def mark_queries(snippets: Sequence[str], query: str, *, substring: bool = False) -> list[str]:
-    """Each snippet with U+FDD0/U+FDD1 around each match of the query, found the way the search
-    matched it (snippets arrive without markers, PROTOCOL §3.7): FTS5's own highlight() with the
-    index's tokenizer for a token search (one statement for the page), case-folded substrings
-    for a trigram one (CJK or `substring`). A phrase the snippet's window cut stays unmarked."""
-    try:
-        phrase = normalize_query(query)
-    except RecallError:
-        return list(snippets)
-    if choose_index(phrase, "substring" if substring else "token") == "trigram":
-        return [mark_spans(s, substring_spans(s, phrase)) for s in snippets]
-    marked = highlight_texts(fts_phrase(phrase), dict(enumerate(snippets)))
-    return [marked.get(i, s) for i, s in enumerate(snippets)]
 
 
 def mark_query(snippet: str, query: str, *, substring: bool = False) -> str:
@@ -308,29 +289,15 @@ def date_to_ms(value: str, *, end: bool = False) -> int:
     return int(parsed.timestamp() * 1000)
 
 
-def event_filters(form: SearchForm) -> list[dict[str, Any]]:
-    """The query API's event filters (PROTOCOL §3.4 + docs/PROTOCOL.md) the form asks for."""
-    filters: list[dict[str, Any]] = []
-    if form.surfaces:
-        filters.append({"kind": "surface", "values": list(form.surfaces)})
-    if form.types:
-        filters.append({"kind": "type", "values": list(form.types)})
-    if form.no_injected:
-        filters.append({"kind": "source", "values": list(NOT_INJECTED)})
-    if form.since or form.until:
-        filters.append({"kind": "time",
-                        "from": date_to_ms(form.since) if form.since else None,
-                        "to": date_to_ms(form.until, end=True) if form.until else None})
-    return filters
-
-
-def session_filters(form: SearchForm) -> list[dict[str, Any]]:
-    filters: list[dict[str, Any]] = []
-    if form.cwd:
-        filters.append({"kind": "cwd-tree", "values": [form.cwd]})
-    if form.agent:
-        filters.append({"kind": "agent", "values": [form.agent]})
-    return filters
+def search_options(form: SearchForm) -> SearchOptions:
+    """The search the form asks for (a ValueError for a since/until that is not a date)."""
+    return SearchOptions(
+        query=form.query, session_id=form.session or None, surfaces=form.surfaces,
+        types=form.types, no_injected=form.no_injected,
+        time_from=date_to_ms(form.since) if form.since else None,
+        time_to=date_to_ms(form.until, end=True) if form.until else None,
+        cwd_trees=[form.cwd] if form.cwd else (), agents=[form.agent] if form.agent else (),
+        limit=SEARCH_PAGE, cursor=form.cursor or None, substring=form.substring)
 
 
 @dataclass(frozen=True, slots=True)

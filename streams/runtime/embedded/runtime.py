@@ -24,7 +24,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from indexer import IndexConfig, ShardSet, database
+from indexer import ShardSet, database
 from indexer.digest import index_digest
 from indexer.errors import INDEX_FAILED, IndexOutdated
 from indexer.maintenance import check_generation
@@ -34,6 +34,7 @@ from projections.fold import Step, SurfaceState, apply, plan
 from projections.records import HeaderRecord, IndexRecord, event_record, fold_records
 from projections.redaction import NO_REDACTION
 from streams.core.detectors import build_redactor
+from streams.core.indexconfig import index_config
 from streams.core.lock import Notify, WriterLock
 from streams.core.settings import Settings
 from streams.core.store import DeadLetters, SessionStore, ensure_private_dir, open_private
@@ -164,6 +165,13 @@ class EmbeddedRuntime:
         are dropped if another process wrote since, and the live generation is (re)opened."""
         with self.lock.hold(self._revalidate):
             yield
+
+    @contextmanager
+    def try_writing(self) -> Iterator[bool]:
+        """Like `writing`, but never waits: yields False (nothing held) while another process
+        holds the lock."""
+        with self.lock.try_hold(self._revalidate) as held:
+            yield held
 
     def _revalidate(self, changed: bool) -> None:
         if changed:
@@ -369,13 +377,3 @@ def _stderr_progress(label: str) -> Callable[[int, int], None]:
             shown[0] = tenth
             print(f"recall: {label}: {done}/{total} sessions", file=sys.stderr, flush=True)
     return report
-
-
-def index_config(settings: Settings) -> IndexConfig:
-    return IndexConfig(shards=settings.shards, default_limit=settings.default_limit,
-                       redaction=build_redactor(settings).fingerprint,
-                       max_limit=settings.max_limit, snippet_chars=settings.snippet_chars,
-                       read_window_max=settings.read_window_max,
-                       live_window_ms=settings.live_window_ms,
-                       snapshot_retention_s=settings.snapshot_retention_s,
-                       substring=settings.substring)

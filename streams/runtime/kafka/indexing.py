@@ -15,8 +15,8 @@ from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 from indexer import QueryService, ShardSet, SourceConflict
 from projections.errors import InputRejected, RecallError
 from projections.records import IndexRecord
+from streams.core.indexconfig import index_config
 from streams.core.settings import Settings
-from streams.runtime.embedded.runtime import index_config
 from streams.runtime.kafka.codec import (
     DeadLetter,
     dead_letter_key,

@@ -93,7 +93,7 @@ class RemoteQuery:
                  call: Callable[[int, str, dict[str, Any]], Any],
                  scatter: Callable[[str, dict[str, Any]], list[Any]],
                  clock: Callable[[], float] = time.time) -> None:
-        from streams.runtime.embedded.runtime import index_config
+        from streams.core.indexconfig import index_config
 
         self.settings = settings
         self.shards = settings.shards

@@ -1,0 +1,96 @@
+"""The CLI's shared helpers: its consoles, output and argument types, and the `Recall` a command
+opens. Every command module imports them from here (never from main, which registers them)."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, TypeVar
+
+import click
+from rich.cells import cell_len
+from rich.console import Console
+from rich.text import Text
+
+from projections.codec import dumps_pretty
+from streams.core.settings import Settings
+from streams.facade import Recall
+from streams.faces.textsafe import visible
+
+F = TypeVar("F", bound=Callable[..., Any])
+# soft_wrap: a line is never broken by us (piped: one record per line, full ids; a terminal
+# wraps long lines itself, so a copied id or cursor stays whole).
+console = Console(highlight=False, soft_wrap=True)
+err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def emit_json(value: Any) -> None:
+    sys.stdout.write(dumps_pretty(value) + "\n")
+
+
+def say(*parts: str | tuple[str, str]) -> None:
+    """Print one line built from plain strings and (text, style) pairs; never markup."""
+    console.print(Text.assemble(*parts), soft_wrap=True)
+
+
+def say_lines(lines: Sequence[Text]) -> None:
+    """Print lines built by streams/faces/views.py, each as it is (never wrapped, never markup)."""
+    for line in lines:
+        console.print(line, soft_wrap=True)
+
+
+def print_columns(rows: Sequence[Sequence[str]]) -> None:
+    """Aligned columns, one line per row, the first row bold. Never wrapped: a cell that wrapped
+    would look like a row of its own."""
+    widths = [max(cell_len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    for n, row in enumerate(rows):
+        line = "  ".join(cell + " " * (w - cell_len(cell))
+                         for cell, w in zip(row, widths, strict=True)).rstrip()
+        console.print(Text(line, style="bold" if n == 0 else ""), soft_wrap=True)
+
+
+def json_option(func: F) -> F:
+    return click.option("--json", "as_json", is_flag=True,
+                        help="Print machine-readable JSON (camelCase, as docs/PROTOCOL.md).")(func)
+
+
+class Utf8Text(click.ParamType):
+    """A text argument: undecodable bytes on the command line are a usage error, not a crash."""
+
+    name = "text"
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> str:
+        text = str(value)
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError:
+            self.fail(f"{visible(text.encode('utf-8', 'surrogateescape'))[:80]} is not valid "
+                      "UTF-8 text", param, ctx)
+        return text
+
+
+TEXT = Utf8Text()
+
+
+class SafePath(click.Path):
+    """click.Path that turns a name the OS cannot even look up (a NUL byte) into a usage error
+    instead of a ValueError from os.stat."""
+
+    def convert(self, value: Any, param: click.Parameter | None,
+                ctx: click.Context | None) -> Any:
+        if isinstance(value, str) and "\x00" in value:
+            self.fail(f"{value!r} is not a usable path (it holds a NUL byte)", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+@contextmanager
+def open_recall(ctx: click.Context) -> Iterator[Recall]:
+    settings: Settings = ctx.obj
+    recall = (Recall.connect(settings.broker, settings=settings) if settings.broker
+              else Recall.open(settings=settings))
+    try:
+        yield recall
+    finally:
+        recall.close()
