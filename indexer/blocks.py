@@ -2,11 +2,10 @@
 
 A block row is one byte naming the zstd dictionary (0: none) followed by a zstd frame of its
 entries: their count, their indexes in the block, their lengths (little-endian u32), then the
-raw bytes, in seq order (fixed-width lengths decode ~3x faster in Python than varints).
-Compressing 16 events together gains ~1.4x over one frame per event (measured on the bench corpus: 56 vs 78 bytes per
-event with a trained dictionary). Each shard trains its own dictionaries from its blocks: a
-small one early (so a young shard compresses well), a larger one later (measured: 60 → 53.5
-bytes per event); blocks keep the dictionary they were written with, so no block is rewritten
+raw bytes, in seq order (fixed-width lengths decode faster in Python than varints).
+Compressing 16 events together beats one frame per event, also with a trained dictionary.
+Each shard trains its own dictionaries from its blocks: a small one early (so a young shard
+compresses well), a larger one later (better still once there is more to learn from); blocks keep the dictionary they were written with, so no block is rewritten
 (rewriting shrunk blocks in place would leave holes in their pages). A dictionary never
 changes once written, so readers cache it by (shard epoch, dictionary id).
 """
@@ -27,16 +26,13 @@ LEVEL = 3
 #: (blocks in the shard, dictionary size): when each dictionary is trained (on the most
 #: recent TRAIN_SAMPLE_BLOCKS blocks).
 TRAINING = ((64, 32 * 1024), (2048, 110 * 1024))
-#: Measured on the bench corpus (110 KiB dictionary, 5,900 later blocks compressed with it):
-#: 2048 samples 0.78 s of training, 20.73 % of the raw size; 1024: 0.48 s, 20.83 %; 512: 0.24 s,
-#: 20.87 %. Training runs on the index writer during ingest, once per shard: 512 saves ~4 us per
-#: event of a 1M-event ingest into 8 shards for 0.7 % larger blocks.
+#: More samples train longer for hardly smaller blocks; training runs on the index writer during
+#: ingest, once per shard, so a smaller sample is the better trade (bench/index.py measures it).
 TRAIN_SAMPLE_BLOCKS = 512
 #: COVER parameters given, not searched for: zstd's default search tries dozens of (k, d) pairs
-#: and took 4-5x as long (bench corpus, 512 blocks → 110 KiB: 126 → 27 ms; 64 → 32 KiB: 20 → 9 ms)
-#: and the blocks came out no larger: 21.04 % of the raw size both ways, 23.42 % against 23.54 % with its
-#: pick; on the real Claude Code / Codex excerpts 15.72 % both ways (110 KiB), 17.11 % against
-#: 17.39 % (32 KiB). The search itself settles on k=1024, d=8 for the large dictionary.
+#: and takes several times as long, while the blocks come out no larger (on the bench corpus and
+#: the real Claude Code / Codex excerpts alike). The search itself settles on k=1024, d=8 for
+#: the large dictionary.
 TRAIN_K, TRAIN_D = 1024, 8
 _FORMAT = zstandard.FORMAT_ZSTD1_MAGICLESS
 

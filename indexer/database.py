@@ -35,8 +35,8 @@ class Conn(Protocol):
     def close(self, force: bool = ..., /) -> None: ...
 
 #: Page cache per connection (KiB, negative by SQLite's convention). A shard's hot pages — the
-#: FTS doclists of common terms — then stay in memory between queries; SQLite's 2 MB default
-#: made every lookup a pread (issue 16: 64–128 MB made the join ~3x faster).
+#: FTS doclists of common terms — then stay in memory between queries; with SQLite's 2 MB
+#: default every lookup is a pread.
 CACHE_KIB = 64 * 1024
 #: Memory-map shard files up to this size: readers share the OS page cache instead of copying.
 MMAP_BYTES = 1 << 30

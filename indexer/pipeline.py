@@ -11,16 +11,16 @@ caller at its next `submit` or at `close`.
 
 Parallel only if the writer gets the GIL back quickly after each GIL-free SQLite call: with a
 busy Python thread beside it, CPython hands the GIL over only after the switch interval (5 ms by
-default), so a writer making thousands of short calls spent most of its time waiting (measured:
-the ingest ran at 1.05 CPU-seconds per second on two cores). Hence (1) the writer makes few,
+default), so a writer making thousands of short calls spends most of its time waiting and the
+ingest uses little more than one of two cores. Hence (1) the writer makes few,
 large calls (one JSON-array statement per table per transaction, one compression call per run
 of blocks: indexer/writer.py) and (2) while a writer thread runs, the switch interval is
 SWITCH_INTERVAL_S (restored when the last writer thread stops).
 
 While a writer thread runs, the collector's young-generation threshold is raised too
 (BULK_GC_THRESHOLDS): a bulk write allocates millions of acyclic objects (parsed events, records)
-that reference counting frees; the default threshold (700) scanned the survivors again and
-again, 25 % of the reader's CPU (measured: 21.6 -> 16.3 us per event on 100k events).
+that reference counting frees; with the default threshold (700) the collector scans the
+survivors again and again, a large share of the reader's CPU.
 """
 
 from __future__ import annotations
@@ -47,15 +47,15 @@ GROUP_RECORDS = 20_000
 #: How long a group waits for more batches (until GROUP_RECORDS) before it is applied; a
 #: `drain` or `close` applies it at once. Few large transactions cost far less than many small
 #: ones: every commit rewrites the same tail pages of the FTS segments and tables into the WAL
-#: and brings the next checkpoint closer (measured, 100k events in 8 shards: one session per
-#: transaction 32.5 us per event on the writer, 40 sessions 14.6).
+#: and brings the next checkpoint closer (one session per transaction costs the writer about
+#: twice as much per event as a group of many).
 GROUP_WAIT_S = 0.25
 
 _STOP: Any = object()
 _FLUSH: Any = object()
 #: The GIL switch interval while a writer thread runs: how long the writer may wait for the GIL
-#: after a SQLite call (measured on 2 cores: 100 µs keeps the writer within ~15 % of its
-#: speed alone; the reader thread pays a few µs per forced switch).
+#: after a SQLite call (short enough to keep the writer near its speed alone; the reader thread
+#: pays a little per forced switch).
 SWITCH_INTERVAL_S = 0.0001
 
 #: gc thresholds while a writer thread runs (generation 0, 1, 2); never lowered.

@@ -13,7 +13,7 @@ Keys (all SQLite integers):
   carries a key of its length for free: the ranking pass sorts by (match count, length key)
   without touching a table. The length key is the code-point length below 16 and then 4 steps
   per octave, capped: monotone in the length, which is all the ranking needs (indexer/search.py
-  explains why); 6 bits cost the doclists ~20 % (9 bits: ~35 %; measured at 88k documents).
+  explains why); every bit of it makes the doclists larger, so it has only 6.
 - kind = type code << 6 | source code << 3 | cjk << 2 | surface code (one small integer for four
   columns; the source code is a user message's `source.kind`, projections/titles.py).
 - block id = session number << 27 | seq >> 4: the 16 consecutive seqs whose raw bytes share a

@@ -66,7 +66,7 @@ from projections.codec import dumps
 TRIGRAM_MIN = 3
 #: Floor pass size: at least this many hits, or this many times `fetch`; then ×GROWTH once
 #: (a floor pass costs the same whatever its size; only the rows joined cost more).
-#: (Each floor row costs a table lookup, each statement ~25 lookups' worth: measured.)
+#: (Each floor row costs a table lookup, and each statement the cost of many lookups.)
 FLOOR_MIN = 64
 FLOOR_FACTOR = 4
 GROWTH = 64
@@ -114,11 +114,11 @@ def _candidate(row: Iterable[Any], matches: int) -> Candidate:
 
 #: No hit leaves FTS5: `recall_floor` keeps the best `size` keys in a heap as it walks them and
 #: `recall_floor_take` hands them over, best first (indexer/_matchcount.c; an ORDER BY ... LIMIT
-#: here cost a sorter row and a result row per hit, ~2x the walk itself).
+#: here cost a sorter row and a result row per hit, more than the walk itself).
 _FLOOR = ("SELECT recall_floor_take(?3, n) FROM (SELECT count(*) AS n FROM events_fts"
           " WHERE events_fts MATCH ?1 AND recall_floor(events_fts, ?2, ?3))")
-#: The same answer from one call that walks the hits itself (xQueryPhrase): ~35 % less per hit,
-#: ~15 us more per pass (a second lookup of the phrase). For passes with many hits.
+#: The same answer from one call that walks the hits itself (xQueryPhrase): less per hit, a
+#: little more per pass (a second lookup of the phrase). For passes with many hits.
 _TOP = "SELECT recall_top(events_fts, ?2) FROM events_fts WHERE events_fts MATCH ?1 LIMIT 1"
 _tokens = itertools.count(1)
 

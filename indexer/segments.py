@@ -1,15 +1,14 @@
 """Storage side: the FTS5 segments of a shard's full-text tables, and when to merge them.
 
 FTS5 writes each transaction's new terms as a segment and merges segments in the background
-only level by level (`automerge`), so a shard built by a large ingest keeps 7–11 segments, and
-every term lookup probes each of them: a rare word's floor pass cost 33 µs per shard on the
-1M-event bench corpus, 10.5 µs after an `optimize` that merged them into one (which took 0.1 s
-per 90k-document shard). After a bulk write the shard set merges a table whose leaf pages the
+only level by level (`automerge`), so a shard built by a large ingest keeps many segments, and
+every term lookup probes each of them: a rare word's floor pass costs several times what it
+costs after an `optimize` that merged them into one. After a bulk write the shard set merges a table whose leaf pages the
 write grew by at least `MERGE_AFTER_GROWTH` of its size: the merge rewrites the whole table,
 so its cost stays a bounded multiple of what the write itself added. The pages the merged
 segments held are given back to the file system (shards are created with incremental
 auto-vacuum; a file an older build created is converted once, by a VACUUM as long as a merge):
-left in the file they made the 1M-event index 20 % larger (1.46 → 1.75 bytes per text byte).
+left in the file they would make the index markedly larger.
 
 The segment list is read from the table's structure record (`<table>_data` row 10; format of
 SQLite's fts5_index.c, fts5StructureDecode): O(1), no scan.

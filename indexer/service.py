@@ -49,14 +49,13 @@ _CONSISTENCY = ("strict", "snapshot")
 #: Shards searched at once (this thread plus a pool): each shard query is CPU-bound inside
 #: SQLite, which runs without the GIL, and the machines we target have few cores.
 SEARCH_LANES = min(4, os.cpu_count() or 2)
-#: ... once the first shard took this long (below it, threads cost more than they save).
-#: Measured at 1M events, 8 shards, 2 idle cores: 0.3 ms gives search p50 3.5 ms against
-#: 4.0-4.8 ms at 2 ms (mid 3.2 vs 3.8-4.7, common 11-13.5 vs 13.8-16.6); 0 gains nothing more.
+#: ... once the first shard took this long (below it, threads cost more than they save; a
+#: much larger threshold leaves mid and common queries on one core, and 0 gains nothing more).
 #: On a loaded machine the lanes wait for cores and the gain shrinks (results are the same).
 PARALLEL_AFTER_S = 0.0003
 #: ... and the other shards' floor passes walk their hits in one call (`recall_top`) once the
-#: first shard's took this long (measured per shard at 1M: ~1k hits 0.1 ms either way; ~30k
-#: hits 2.0 ms → 1.3 ms).
+#: first shard's took this long (a pass over few hits costs the same either way; over many,
+#: the one-call walk is cheaper).
 WALK_AFTER_S = 0.0005
 
 

@@ -76,7 +76,7 @@ class Shard:
 
     def _initialize(self, index: int, shard_count: int, substring: bool, redaction: str) -> None:
         c = self.writer
-        # Blocks of ~1 KB and FTS5 leaves of ~4 KB pack better into 8 KB pages than into 4 KB.
+        # Compressed blocks and FTS5 leaves pack better into 8 KB pages than into 4 KB.
         c.execute(f"PRAGMA page_size = {PAGE_SIZE}")
         # Pages a segment merge frees go back to the file system (indexer/segments.py); the
         # mode can only be chosen before the first table.

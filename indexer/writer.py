@@ -298,8 +298,8 @@ def _shadow(w: ShardWriter, session: int, seqs: Iterable[int]) -> None:
 # Bulk statements take their rows as ONE JSON array bound to one parameter, so SQLite inserts
 # the whole run in one sqlite3_step with the GIL released. executemany binds row by row and
 # needs the GIL back between rows: with a busy Python thread beside it (the ingest's reader),
-# each row then waits up to a GIL switch interval (measured: 1000-row FTS batches 43x slower
-# with a spinning thread; json_each: within 15 % of running alone, at a short switch interval).
+# each row then waits up to a GIL switch interval (so a batch is many times slower beside a
+# spinning thread, while json_each runs close to its speed alone at a short switch interval).
 _FTS_ROWS = "INSERT INTO {table}(rowid, text) SELECT value ->> 0, value ->> 1 FROM json_each(?)"
 _EVENT_ROWS = ("INSERT INTO events(id, kind, time, order_key, len) SELECT value ->> 0,"
                " value ->> 1, value ->> 2, value ->> 3, value ->> 4 FROM json_each(?)")
