@@ -21,9 +21,9 @@ from projections.redaction import NO_REDACTION, Redactor
 from projections.surfaces import Surface
 
 
-# Records are NamedTuples, not frozen dataclasses: as immutable, and built ~8x faster (a frozen
-# dataclass's __init__ sets each field through object.__setattr__: ~0.8 us for an event record,
-# which the fold builds once per event and the index consumer decodes once per event again).
+# Records are NamedTuples, not frozen dataclasses: as immutable, and built much faster (a frozen
+# dataclass's __init__ sets each field through object.__setattr__, and the fold builds an event
+# record once per event, the index consumer decodes it once per event again).
 class HeaderRecord(NamedTuple):
     """A session header (first record of a session); `header` is the wire dict."""
 

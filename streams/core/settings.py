@@ -35,7 +35,8 @@ class Settings(BaseSettings):
     #: RECALL_TOPIC_PREFIX — topic names are <prefix>.events, <prefix>.documents, …
     topic_prefix: str = "recall"
     #: RECALL_SUBSTRING — trigram-index every document (not only CJK) from the index's creation;
-    #: without it the first `--substring` search builds that (then keeps it). ~3x the token index.
+    #: without it the first `--substring` search builds that (then keeps it). The trigram index
+    #: is several times the size of the token index, hence off by default.
     substring: bool = False
     #: RECALL_MAX_EVENT_BYTES — larger events (lines) are parked in the dead letters as bounded
     #: records (source, offset, length, digest); also the largest dead-letter record kept whole.

@@ -163,7 +163,7 @@ def _strip_text(text: str, kind: str) -> str:
     if "\0" in text:  # the marker below: the regular expressions, which say the same
         body = _LINE_BREAK.sub("", _MARKS[kind].sub("", text))
     else:
-        # A MULTILINE pattern is tried at every character; str.replace scans ~10x faster. Where
+        # A MULTILINE pattern is tried at every character; str.replace scans much faster. Where
         # a mark lacks its space, `mark ` becomes NUL first, so the pass for a bare mark cannot
         # reach a second mark (`> > quoted`).
         mark = "\n####" if kind == "prompt" else "\n>"
