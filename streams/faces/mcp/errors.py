@@ -31,7 +31,10 @@ FAILED_MESSAGE = "session query operation failed"
 FIXED_MESSAGES: dict[str, str] = {
     UNAUTHORIZED: UNAUTHORIZED_MESSAGE,
     MISSING_AGENT: "session query tools need the calling agent's session",
-    NO_CURRENT_STEP: "the current session has no step to search before",
+    NO_CURRENT_STEP: "the current session has no step to search before: no step/start event "
+                     "marks its active step (a session written only with `recall append "
+                     "--message` has none; its host appends steps with `recall append SESSION "
+                     "--events FILE`); session_search works meanwhile",
     TIMED_OUT: "session search timed out; narrow the query or add filters",
     "SESSION_QUERY_ABORTED": "session query was cancelled",
     "SESSION_QUERY_CORRUPT_SESSION": "the session log is corrupt",

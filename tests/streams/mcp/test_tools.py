@@ -136,8 +136,9 @@ def test_caller_identity_is_required() -> None:
 
 def test_own_event_search_without_a_step_is_no_current_step(recall: Recall) -> None:
     tools = SessionTools(recall)
-    assert run(tools, "session_event_search", Caller("alpha-child", ALPHA), query="widget") == (
-        "Error: the current session has no step to search before")
+    text = run(tools, "session_event_search", Caller("alpha-child", ALPHA), query="widget")
+    assert text.startswith("Error: the current session has no step to search before: ")
+    assert "recall append SESSION --events FILE" in text
 
 
 def test_clamp_that_empties_the_range_skips_search(recall: Recall) -> None:
