@@ -17,40 +17,42 @@ Sources are read under caps (streams/ingest/sourcefile.py) and parsed losslessly
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from projections.codec import (
-    JSONDecodeError,
-    check_value,
-    dumps,
-    dumps_sorted,
-    loads,
-    loads_lossless,
-)
+from projections.codec import JSONDecodeError, check_value, dumps, dumps_sorted, loads
 from projections.errors import (
     INGEST_AFTER_REJECTED,
-    INGEST_CORRUPT_COMPRESSION,
     INGEST_DUPLICATE_CONFLICT,
-    INGEST_FILE_TOO_LARGE,
-    INGEST_IMPORTER_FAILED,
-    INGEST_LOSSY_JSON,
     INGEST_OVERSIZED_EVENT,
-    INGEST_REWRITTEN_SOURCE,
-    INGEST_TOO_DEEP,
-    INGEST_UNSUPPORTED_FORMAT,
     InputRejected,
     StoreCorrupt,
 )
 from projections.fold import Step, SurfaceState
 from projections.logformat import DEFAULT_MAX_FILE_BYTES, LogBuilder, Rejection
 from streams.core.atomic import replace_file
-from streams.core.errorlog import log_exception
 from streams.core.store import DeadLetters, SessionStore, StoredSession
-from streams.ingest.sourcefile import SourceText, Span, read_source, span_hasher
+from streams.ingest.importers.registry import Importer as Importer
+from streams.ingest.plan import (
+    Detect,
+    ParkWhole,
+    Reading,
+    ReadPlan,
+    Unchanged,
+    count_pending,
+    count_taken,
+    import_foreign,
+    importer_failed,
+    normalize_importers,
+    park_whole,
+    plan_file,
+    planned_lines,
+    reimport_conflict,
+    source_key,
+)
+from streams.ingest.sourcefile import SourceText, Span
 
 LOG_SUFFIXES = (".jsonl", ".jsonl.zst", ".jsonl.zstd")
 #: Save the registry of sources this often (files), so a killed run repeats little work.
@@ -61,8 +63,6 @@ SAVE_EVERY_FILES = 200
 #: ParsedLog.raws).
 OnAppend = Callable[[Mapping[str, Any], SurfaceState, Sequence[Mapping[str, Any]],
                      Sequence[Step], Sequence[bytes | None]], None]
-#: An importer for a foreign format: bytes → [(header, events, rejections)].
-Importer = Callable[[bytes, str], list[tuple[dict[str, Any], list[dict[str, Any]], list[Rejection]]]]
 
 
 @dataclass(slots=True)
@@ -135,12 +135,6 @@ def iter_log_files(paths: Iterable[Path]) -> Iterator[Path]:
             yield path
 
 
-def source_key(path: Path) -> str:
-    """The registry's and dead letters' name of a source: its resolved path, as text even when
-    the file name is not UTF-8 (undecodable bytes are written as \\xNN)."""
-    return os.fsencode(path.resolve()).decode("utf-8", "backslashreplace")
-
-
 class _StoreFeed(LogBuilder):
     """A LogBuilder that continues the stored session and skips exact duplicates."""
 
@@ -177,18 +171,6 @@ class _StoreFeed(LogBuilder):
                               offset=span.offset))
 
 
-@dataclass(slots=True)
-class ReadPlan:
-    """What to read from one source: the new lines' numbers and where the consumed part ends."""
-
-    first_line: int
-    last_line: int  # last line number taken (0: none)
-    end: int  # decompressed offset just past the consumed part
-    digest: str  # prefix hash of text[:end]
-    pending: bool  # an unterminated last line is held back
-    terminated: bool = True  # the last line taken ends with a newline
-
-
 class Ingestor:
     """Moves sources into the store, parks rejections, and tells `on_append` what is new."""
 
@@ -196,14 +178,14 @@ class Ingestor:
                  on_append: OnAppend, *, max_event_bytes: int,
                  max_file_bytes: int = DEFAULT_MAX_FILE_BYTES,
                  importers: Mapping[str, Importer] | None = None,
-                 detect: Callable[[Path, bytes], str | None] | None = None) -> None:
+                 detect: Detect | None = None) -> None:
         self.registry_path = data_dir / "sources.json"
         self.store = store
         self.dead_letters = dead_letters
         self.on_append = on_append
         self.max_event_bytes = max_event_bytes
         self.max_file_bytes = max_file_bytes
-        self.importers = dict(importers or {})
+        self.importers = normalize_importers(importers)
         self.detect = detect
         self._registry: dict[str, dict[str, Any]] | None = None
 
@@ -263,70 +245,27 @@ class Ingestor:
 
     def _ingest_file(self, path: Path, fmt: str, report: IngestReport) -> None:
         key = source_key(path)
-        stat = path.stat()
         seen = self.registry.get(key)
-        if seen and seen.get("size") == stat.st_size and seen.get("mtime") == stat.st_mtime_ns:
-            report.unchanged += 1
-            if seen.get("pending"):
-                report.pending_sources.append(key)
+        step = plan_file(path, seen or {}, fmt=fmt, importers=self.importers, detect=self.detect,
+                         max_event_bytes=self.max_event_bytes,
+                         max_file_bytes=self.max_file_bytes, report=report)
+        if isinstance(step, Unchanged):
             return
-        consumed = int(seen.get("consumed") or 0) if seen else 0
-        src = read_source(path, max_line=self.max_event_bytes, max_total=self.max_file_bytes,
-                          checkpoint=consumed or None)
-        stamp = {"size": stat.st_size, "mtime": stat.st_mtime_ns}
-        broken = src.corrupt or ("the zstd stream ends inside a frame (truncated)"
-                                 if src.truncated_frame else None)
-        if src.complete_end == 0 and broken:
-            self._park_file(key, path, INGEST_CORRUPT_COMPRESSION,
-                            f"{broken}; no complete line could be decoded", report)
-            self.registry[key] = {**(seen or {}), **stamp}
+        if isinstance(step, ParkWhole):
+            self._park_file(key, path, step.code, step.reason, report)
+            self.registry[key] = step.entry
             return
-        kind = fmt if fmt != "auto" else self._detect(path, src.text)
-        if kind != "dsh" and kind not in self.importers:
-            self._park_file(key, path, INGEST_UNSUPPORTED_FORMAT,
-                            f"no importer for format {kind!r} (kept whole: the file's bytes)",
-                            report)
-            self.registry[key] = {**(seen or {}), **stamp, "format": kind}
-            return
-        # A whole-document format is rewritten whole as it grows: judged on its events, not bytes.
-        whole = kind != "dsh" and getattr(self.importers[kind], "whole_document", False) is True
-        if whole:
-            consumed = 0
-        if consumed and src.checkpoint_digest != (seen or {}).get("prefixHash"):
-            report.rewritten.append(key)
-            self._park_file(key, path, INGEST_REWRITTEN_SOURCE,
-                            "the file changed before the point already ingested; it was not "
-                            "merged (re-ingest it under a new session or restore the original)",
-                            report)
-            self.registry[key] = {**(seen or {}), **stamp, "format": kind}
-            return
-        plan = plan_reading(src, seen if consumed else None, whole=whole)
-        if kind == "dsh":
+        if step.spec is None:
             entry: dict[str, Any] | None = self._ingest_native(
-                key, src, plan, seen if consumed else None, report)
+                key, step.src, step.plan, seen if step.plan.first_line > 1 else None, report)
         else:
-            entry = self._ingest_foreign(key, path, src, plan, kind, report)
+            entry = self._ingest_foreign(key, path, step, report)
         if entry is None:  # the importer failed: the file is parked; try again next run
             return
-        if src.over_limit:
-            self._park_file(key, path, INGEST_FILE_TOO_LARGE,
-                            f"reading stopped after {self.max_file_bytes} decompressed bytes "
-                            "(RECALL_MAX_FILE_BYTES); lines before that point were ingested",
-                            report, stopped_at=src.complete_end)
-        elif broken:
-            self._park_file(key, path, INGEST_CORRUPT_COMPRESSION,
-                            f"{broken}; the complete lines before that point were ingested",
-                            report, stopped_at=src.complete_end)
-        if plan.pending:
-            report.pending += 1
-            report.lines += 1
-            report.pending_sources.append(key)
-        self.registry[key] = {**entry, **stamp, "format": kind, "consumed": plan.end,
-                              "prefixHash": plan.digest, "lines": plan.last_line,
-                              "pending": plan.pending}
-
-    def _detect(self, path: Path, text: bytes) -> str:
-        return detect_format(path, text, self.detect)
+        for code, reason, stopped_at in step.tail():
+            self._park_file(key, path, code, reason, report, stopped_at=stopped_at)
+        count_pending(step, key, report)
+        self.registry[key] = step.entry(entry)
 
     # --- native logs ---------------------------------------------------------------------------
 
@@ -385,41 +324,28 @@ class Ingestor:
         stored = self.store.load(session_id)
         return stored.state.next_seq if stored is not None else 0
 
-    def _ingest_foreign(self, key: str, path: Path, src: SourceText, plan: ReadPlan, kind: str,
+    def _ingest_foreign(self, key: str, path: Path, step: Reading,
                         report: IngestReport) -> dict[str, Any] | None:
         """Foreign importers are deterministic and need no look-ahead, so a grown file re-imports
         whole and the store keeps only events it has not seen (exact duplicates skip)."""
-        text, screened = screen_foreign(src, plan, self.max_event_bytes)
-        importer = self.importers[kind]
-        # Optional on an importer: `whole_document` + `extend(stored, fresh) -> new events`, and
-        # `settle_header(stored, fresh)` (a value recovered late keeps the first header).
-        extend = getattr(importer, "extend", None) \
-            if getattr(importer, "whole_document", False) is True else None
-        settle = getattr(importer, "settle_header", None)
-        # Optional `resume` (Aider): the importer groups several writes into one event, so a
-        # grown file is mapped as a continuation of the lines imported before, not re-imported.
-        resume = getattr(importer, "resume", None)
-        done = plan.first_line - 1
-        try:
-            imported = checked_import(
-                resume(text, key, done, self._next_seq) if resume is not None and done > 0
-                else importer(text, key))
-        except Exception as exc:  # an importer bug must not end the run or lose the file
-            log_exception(exc, self.registry_path.parent,
-                          context=f"importer {kind} failed on {key}")
-            self._park_file(key, path, INGEST_IMPORTER_FAILED,
-                            f"the {kind} importer failed ({type(exc).__name__}: "
-                            f"{str(exc)[:200]}); kept whole, retried on the next ingest", report)
+        spec = step.spec
+        assert spec is not None
+        read = import_foreign(step, key, max_event_bytes=self.max_event_bytes,
+                              next_seq=self._next_seq, log_dir=self.registry_path.parent)
+        if isinstance(read, BaseException):
+            code, reason = importer_failed(step.kind, read)
+            self._park_file(key, path, code, reason, report)
             return None
+        imported, screened, plan = read.sessions, read.screened, step.plan
         new_lines = range(plan.first_line, plan.last_line + 1)
         line_parked: set[int] = set()
         for header, events, rejections in imported:
             sid = str(header["id"])
             parked = [r for r in rejections if r.line in new_lines or r.line == 0]
             line_parked.update(r.line for r in parked)
-            if settle is not None:
+            if spec.settles_header:
                 known = self.store.load(sid)
-                header = settle(known.header if known else None, header)
+                header = spec.settle_header(known.header if known else None, header)
             try:
                 stored = self.store.check_header(header)
             except InputRejected as exc:
@@ -429,8 +355,8 @@ class Ingestor:
                 self.dead_letters.park(key, rejections, sid)  # the earlier lines' (idempotent)
                 report.events_parked += 1
                 continue
-            if extend is not None and stored is not None:
-                events = extend(self.store.read(sid)[1], events)
+            if spec.whole_document and stored is not None:
+                events = spec.extend(self.store.read(sid)[1], events)
             feed = _StoreFeed(self.store, max_event_bytes=self.max_event_bytes, header=header,
                               stored=stored)
             before = feed.log.state
@@ -447,11 +373,8 @@ class Ingestor:
                         # different events stays an event-level conflict).
                         if key not in report.rewritten:
                             report.rewritten.append(key)
-                            self._park_file(key, path, INGEST_REWRITTEN_SOURCE, (
-                                f"session {sid}: seq {event['seq']} imported before differs "
-                                "from a new import of this file (the file was rewritten, or an "
-                                "older importer version imported it); not merged: see "
-                                "streams/ingest/importers/MAPPING.md, Re-importing"), report)
+                            code, reason = reimport_conflict(sid, event["seq"])
+                            self._park_file(key, path, code, reason, report)
                         break
                     event_parked.append(Rejection(0, exc.code, f"imported event #{i}: "
                                                   f"{exc.message}", dumps(event)))
@@ -474,11 +397,7 @@ class Ingestor:
             self.dead_letters.park(key, rejections, sid)  # the earlier lines' (idempotent)
         self._park(key, [r for r in screened if r.line in new_lines], None, report)
         self.dead_letters.park(key, screened, None)
-        taken = {n for n, _ in planned_lines(src, plan)}
-        parked_now = len(taken & (line_parked | {r.line for r in screened}))
-        report.lines += len(taken)
-        report.parked_lines += parked_now
-        report.lines_accepted += len(taken) - parked_now
+        count_taken(step, line_parked | {r.line for r in screened}, report)
         return {}
 
     # --- parking -------------------------------------------------------------------------------
@@ -492,76 +411,9 @@ class Ingestor:
                    *, stopped_at: int | None = None) -> None:
         """Park a whole source file: its bytes as on disk when they fit a record, else a bounded
         record (length and digest of the file; the bytes stay in the source)."""
-        rejection = whole_file_rejection(path, code, reason, self.dead_letters.max_record_bytes,
-                                         stopped_at=stopped_at)
-        report.lines += 1
-        report.parked_lines += 1
+        rejection = park_whole(path, code, reason, self.dead_letters.max_record_bytes, report,
+                               stopped_at=stopped_at)
         self._park(key, [rejection], None, report)
-
-
-# --- the edge's rules, shared by both runtimes' ingest (embedded above; Kafka: streams.runtime.kafka.client)
-
-
-def detect_format(path: Path, text: bytes,
-                  detect: Callable[[Path, bytes], str | None] | None) -> str:
-    """The format of a source: the importer registry's detection, else the native log (a
-    session header on line 1), else "unknown"."""
-    if detect is not None:
-        found = detect(path, text[:65536])
-        if found:
-            return found
-    first = text.split(b"\n", 1)[0]
-    try:
-        head = loads(first)
-    except JSONDecodeError:
-        return "unknown"
-    return "dsh" if isinstance(head, dict) and head.get("type") == "session" else "unknown"
-
-
-def plan_reading(src: SourceText, seen: dict[str, Any] | None, *,
-                 whole: bool = False) -> ReadPlan:
-    """Which lines to take. An unterminated last line is pending unless it already is a
-    whole JSON object (a writer that omits the final newline); after a stop (cap, corrupt
-    data) the bytes after the last newline belong to the parked remainder. A whole-document
-    format takes everything: its importer judges whether the document is complete."""
-    complete_lines = src.text.count(b"\n")
-    first = int(seen.get("lines", 0)) + 1 if seen else 1
-    tail = src.tail
-    stopped = src.over_limit or src.corrupt is not None or src.truncated_frame
-    tail_number = complete_lines + 1
-    tail_oversized = tail_number in src.oversized
-    if whole and tail and not stopped:
-        return ReadPlan(1, tail_number, src.total, src.full_digest, False, False)
-    if not tail.strip():
-        # whitespace after the last newline is no line yet (a blank line is none either): not
-        # read, not pending; it belongs to whatever line a writer completes there
-        tail = b""
-    if stopped or (not tail and not tail_oversized):
-        return ReadPlan(first, complete_lines, src.complete_end, src.complete_digest, False)
-    if tail and _is_whole_object(tail):
-        return ReadPlan(first, tail_number, src.total, src.full_digest, False, False)
-    return ReadPlan(first, complete_lines, src.complete_end, src.complete_digest, True)
-
-
-def planned_lines(src: SourceText, plan: ReadPlan) -> list[tuple[int, bytes | None]]:
-    """(number, bytes) of the planned non-blank lines; None for a line blanked as oversized."""
-    out: list[tuple[int, bytes | None]] = []
-    lines = src.text.split(b"\n")
-    for number in range(plan.first_line, plan.last_line + 1):
-        if number in src.oversized:
-            out.append((number, None))
-            continue
-        line = lines[number - 1].rstrip(b"\r")
-        if line.strip():
-            out.append((number, line))
-    return out
-
-
-def oversized_rejection(span: Span, limit: int) -> Rejection:
-    """A line blanked at read time for being over the cap, as a bounded record."""
-    return Rejection(span.line, INGEST_OVERSIZED_EVENT,
-                     f"line is {span.length} bytes; the limit is {limit}", b"",
-                     digest=span.digest, length=span.length, offset=span.offset)
 
 
 def _imported_line(event: dict[str, Any], max_bytes: int) -> bytes:
@@ -575,76 +427,3 @@ def _imported_line(event: dict[str, Any], max_bytes: int) -> bytes:
         raise InputRejected(f"its line is {size} bytes; the limit is {max_bytes} "
                             "(RECALL_MAX_EVENT_BYTES)", code=INGEST_OVERSIZED_EVENT)
     return line
-
-
-def screen_foreign(src: SourceText, plan: ReadPlan,
-                   max_event_bytes: int) -> tuple[bytes, list[Rejection]]:
-    """The text an importer gets: the planned lines, with lines that must not enter the log
-    (oversized, lossy JSON, too deep) blanked here and parked by this edge, so every format
-    gets the same rules. Malformed lines are left to the importer, which parks them."""
-    kept: list[bytes] = []
-    parked: list[Rejection] = []
-    for number, line in enumerate(src.text.split(b"\n")[:plan.last_line], start=1):
-        span = src.oversized.get(number)
-        if span is not None:
-            parked.append(oversized_rejection(span, max_event_bytes))
-            kept.append(b"")
-            continue
-        if line.strip():
-            try:
-                loads_lossless(line.rstrip(b"\r"))
-            except InputRejected as exc:
-                if exc.code in (INGEST_LOSSY_JSON, INGEST_TOO_DEEP):
-                    parked.append(Rejection(number, exc.code, exc.message, line))
-                    kept.append(b"")
-                    continue
-        kept.append(line)
-    body = b"\n".join(kept)
-    return (body + b"\n" if kept and plan.terminated else body), parked
-
-
-def whole_file_rejection(path: Path, code: str, reason: str, max_bytes: int, *,
-                         stopped_at: int | None = None) -> Rejection:
-    """A whole source file as one rejected record: its bytes as on disk when they fit
-    `max_bytes`, else a bounded record (length and digest of the file; the bytes stay in the
-    source)."""
-    size = path.stat().st_size
-    where = f" (reading stopped at decompressed offset {stopped_at})" \
-        if stopped_at is not None else ""
-    if size <= max_bytes:
-        return Rejection(0, code, reason + where, path.read_bytes())
-    digest = span_hasher()
-    with path.open("rb") as handle:
-        while chunk := handle.read(1 << 20):
-            digest.update(chunk)
-    return Rejection(0, code, f"{reason}{where} (file of {size} bytes kept as a bounded record: "
-                     "length and digest)", b"", digest=digest.hexdigest(), length=size, offset=0)
-
-
-def _is_whole_object(tail: bytes) -> bool:
-    try:
-        return isinstance(loads(tail), dict)
-    except JSONDecodeError:
-        return False
-
-
-def checked_import(imported: Any) -> list[tuple[dict[str, Any], list[dict[str, Any]], list[Rejection]]]:
-    """An importer's result, checked for the shape the edge relies on (else TypeError, which
-    the caller treats as the importer failing). Events must also be lossless JSON values."""
-    out = []
-    for item in imported:
-        header, events, rejections = item
-        if not isinstance(header, dict) or not isinstance(header.get("id"), str):
-            raise TypeError("an imported session has no header with a string id")
-        if not isinstance(events, list) or not all(
-                isinstance(e, dict) and isinstance(e.get("seq"), int)
-                and isinstance(e.get("type"), str) for e in events):
-            raise TypeError("imported events must be objects with an integer seq and a type")
-        if not all(isinstance(r, Rejection) for r in rejections):
-            raise TypeError("importer rejections must be Rejection records")
-        check_value(header)
-        for event in events:
-            dumps(event)  # the store must be able to write it (e.g. not nested too deep)
-        out.append((header, events, list(rejections)))
-    return out
-

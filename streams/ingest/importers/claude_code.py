@@ -23,7 +23,7 @@ from streams.ingest.importers.claude_blocks import (
     user_block,
     user_source,
 )
-from streams.ingest.importers.claude_compaction import CompactionMixin, Pending
+from streams.ingest.importers.claude_compaction import CompactionMixin
 from streams.ingest.importers.claude_route import PREFIX, Route, header_for, main_id, route
 from streams.ingest.importers.common import (
     Emitter,
@@ -34,6 +34,7 @@ from streams.ingest.importers.common import (
     orphan_session,
     read_lines,
 )
+from streams.ingest.importers.compaction import Pending
 from streams.ingest.importers.registry import ImporterSpec, Location
 from streams.ingest.importers.sniffing import envelope_type, head_lines
 from streams.ingest.importers.turns import TurnClock

@@ -2,30 +2,20 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from streams.ingest.importers import compaction
 from streams.ingest.importers.claude_blocks import as_blocks, result_text, user_block
 from streams.ingest.importers.claude_route import PREFIX
-from streams.ingest.importers.common import Emitter, SourceLine
+from streams.ingest.importers.common import Emitter, LineMapper, SourceLine
+from streams.ingest.importers.compaction import Pending
 from streams.ingest.importers.turns import TurnClock
 
 #: What Claude Code puts in place of a microcompacted tool result.
 CLEARED = "[Old tool result content cleared]"
 
 
-@dataclass(slots=True)
-class Pending:
-    """A compact_boundary waiting for its isCompactSummary user record."""
-
-    compaction_id: str
-    start_seq: int | None
-    span: list[int]
-    meta: dict[str, Any]
-    turn: int | None
-
-
-class CompactionMixin:
+class CompactionMixin(LineMapper):
     """Compaction handling of the session mapper; the state lives on the mapper."""
 
     em: Emitter
@@ -36,9 +26,6 @@ class CompactionMixin:
     pending: Pending | None
     model: str
 
-    def _log_only(self, line: SourceLine, kind: str, data: dict[str, Any]) -> int | None:
-        return self.em.emit(line, kind, self.time, data)
-
     def _compact_start(self, line: SourceLine, value: dict[str, Any]) -> None:
         if self.pending is not None:
             self._close_pending(line, "a second compact boundary arrived before the summary")
@@ -46,45 +33,26 @@ class CompactionMixin:
         meta: dict[str, Any] = found if isinstance(found, dict) else {}
         cid = f"{PREFIX}:{value.get('uuid', line.number)}"
         turn = None if meta.get("trigger") == "manual" else self.clock.turn
-        seq = self._log_only(line, "compaction/start", {"compactionId": cid, "turn": turn})
-        self.pending = Pending(cid, seq, list(self.em.nodes()), meta, turn)
+        self.pending = compaction.begin(self.em, line, self.time, cid, turn, meta=meta)
 
     def _compact_summary(self, line: SourceLine, value: dict[str, Any]) -> None:
-        pending = self.pending or Pending(f"{PREFIX}:{value.get('uuid', line.number)}", None,
-                                           list(self.em.nodes()), {}, self.clock.turn)
+        pending = self.pending or compaction.unstarted(
+            self.em, f"{PREFIX}:{value.get('uuid', line.number)}", self.clock.turn)
         self.pending = None
         message = value.get("message")
         content = message.get("content") if isinstance(message, dict) else None
-        text = result_text(content)
-        nodes = self.em.nodes()
-        before = set(pending.span)
-        span = [s for s in nodes if s in before]
-        shadowed = nodes[nodes.index(span[0]):nodes.index(span[-1]) + 1] if span else []
-        summary_seq = self._log_only(line, "compaction/summary", {
-            "compactionId": pending.compaction_id, "summary": text,
-            "shadowedRange": {"start": shadowed[0], "end": shadowed[-1]} if shadowed else None,
-            "shadowedSeqs": shadowed,
-            "shadowedTokenCount": int(pending.meta.get("preTokens") or 0),
-            "provider": "anthropic", "model": self.model,
-            "trigger": pending.meta.get("trigger")})
-        cited = [s for s in (pending.start_seq, summary_seq) if s is not None] + shadowed
-        data = {"id": str(value.get("uuid", f"line-{line.number}")), "role": "user",
-                "source": {"kind": "plugin", "plugin": "compact",
-                           "compactionId": pending.compaction_id},
-                "content": [user_block(b) for b in as_blocks(content)]}
-        op: Any = {"op": "replace", "start": shadowed[0], "end": shadowed[-1]} if shadowed \
-            else "append"
-        seq = self.em.emit(line, "user/message", self.time, data, op=op,
-                           sources=cited or None)
+        seq = compaction.summarize(
+            self.em, line, self.time, pending, summary=result_text(content),
+            content=[user_block(b) for b in as_blocks(content)],
+            checkpoint_id=str(value.get("uuid", f"line-{line.number}")),
+            token_count=int(pending.meta.get("preTokens") or 0), provider="anthropic",
+            model=self.model, extra={"trigger": pending.meta.get("trigger")})
         if seq is not None:
             self.last_surface = seq
-        self._log_only(line, "compaction/end", {"compactionId": pending.compaction_id,
-                                                "turn": pending.turn})
 
     def _close_pending(self, line: SourceLine, error: str) -> None:
         assert self.pending is not None
-        self._log_only(line, "compaction/end", {"compactionId": self.pending.compaction_id,
-                                                "turn": self.pending.turn, "error": error})
+        compaction.end(self.em, line, self.time, self.pending, error=error)
         self.pending = None
 
     def _microcompact(self, line: SourceLine, value: dict[str, Any]) -> None:

@@ -15,6 +15,7 @@ import zstandard
 
 from projections.errors import INGEST_MALFORMED_JSON, INGEST_SCHEMA_VIOLATION
 from projections.logformat import Rejection, decompress
+from streams.ingest.importers import compaction
 from streams.ingest.importers.codex_items import (
     ASSISTANT_ITEMS,
     CALL_ITEMS,
@@ -30,6 +31,7 @@ from streams.ingest.importers.codex_items import (
 from streams.ingest.importers.common import (
     Emitter,
     ImportedSession,
+    LineMapper,
     SourceLine,
     as_str,
     feed_each,
@@ -46,7 +48,7 @@ PREFIX = "codex"
 _THREAD_ID = re.compile(r"([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})", re.I)
 
 
-class _CodexMapper:
+class _CodexMapper(LineMapper):
     """Maps one rollout's records, in file order, to events through an Emitter."""
 
     def __init__(self, session_id: str, created_at: int) -> None:
@@ -73,9 +75,6 @@ class _CodexMapper:
         else:
             self.em.reject(line, INGEST_SCHEMA_VIOLATION, f"{kind} record without an object "
                                                           "payload")
-
-    def _log_only(self, line: SourceLine, kind: str, data: dict[str, Any]) -> int | None:
-        return self.em.emit(line, kind, self.time, data)
 
     # --- response items -------------------------------------------------------------------
 
@@ -174,29 +173,17 @@ class _CodexMapper:
         the readable replacement history (remote compaction keeps user messages verbatim; its
         own summary is encrypted)."""
         cid = f"{self.session_id}#compact-{line.number}"
-        start = self._log_only(line, "compaction/start", {"compactionId": cid,
-                                                          "turn": self.clock.turn})
-        shadowed = list(self.em.nodes())
-        summary = payload.get("message") if isinstance(payload.get("message"), str) else ""
+        pending = compaction.begin(self.em, line, self.time, cid, self.clock.turn)
+        summary = as_str(payload.get("message"))
         history = payload.get("replacement_history")
-        summary_seq = self._log_only(line, "compaction/summary", {
-            "compactionId": cid, "summary": summary,
-            "shadowedRange": {"start": shadowed[0], "end": shadowed[-1]} if shadowed else None,
-            "shadowedSeqs": shadowed, "shadowedTokenCount": 0, "provider": "openai",
-            "model": self.model})
         blocks = [{"type": "text", "text": summary}] if summary else []
         for item in history if isinstance(history, list) else []:
             if isinstance(item, dict) and item.get("type") == "message":
                 blocks.extend(b for b in text_blocks(item.get("content"))
                               if isinstance(b, dict) and b.get("type") == "text")
-        cited = [s for s in (start, summary_seq) if s is not None] + shadowed
-        data = {"id": f"{self.session_id}#{line.number}", "role": "user",
-                "source": {"kind": "plugin", "plugin": "compact", "compactionId": cid},
-                "content": blocks}
-        op: Any = {"op": "replace", "start": shadowed[0], "end": shadowed[-1]} if shadowed \
-            else "append"
-        self.em.emit(line, "user/message", self.time, data, op=op, sources=cited or None)
-        self._log_only(line, "compaction/end", {"compactionId": cid, "turn": self.clock.turn})
+        compaction.summarize(self.em, line, self.time, pending, summary=summary, content=blocks,
+                             checkpoint_id=f"{self.session_id}#{line.number}", token_count=0,
+                             provider="openai", model=self.model)
         self.clock.break_step()
 
 

@@ -10,15 +10,16 @@ shadows what was on the surface when it started.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import PurePath
 from typing import Any
 
 from projections.errors import INGEST_SCHEMA_VIOLATION
 from projections.logformat import Rejection, decompress
+from streams.ingest.importers import compaction
 from streams.ingest.importers.common import (
     Emitter,
     ImportedSession,
+    LineMapper,
     SourceLine,
     as_dict,
     as_list,
@@ -42,15 +43,7 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
-@dataclass(slots=True)
-class _Compaction:
-    compaction_id: str
-    start_seq: int | None
-    span: list[int]
-    turn: int
-
-
-class _CopilotMapper:
+class _CopilotMapper(LineMapper):
     def __init__(self, created_at: int) -> None:
         self.em = Emitter()
         self.clock = TurnClock()
@@ -58,7 +51,7 @@ class _CopilotMapper:
         self.step_key: str | None = None
         self.calls: dict[str, tuple[int, int]] = {}
         self.model = "unknown"
-        self.compaction: _Compaction | None = None
+        self.compaction: compaction.Pending | None = None
 
     def feed(self, line: SourceLine) -> None:
         record = line.value
@@ -84,9 +77,6 @@ class _CopilotMapper:
             if kind == "session.model_change" and isinstance(data.get("newModel"), str):
                 self.model = data["newModel"]
             self._log_only(line, f"{PREFIX}/{kind}", {})
-
-    def _log_only(self, line: SourceLine, kind: str, data: dict[str, Any]) -> int | None:
-        return self.em.emit(line, kind, self.time, data)
 
     def _id(self, line: SourceLine) -> str:
         rid = line.value.get("id")
@@ -187,44 +177,27 @@ class _CopilotMapper:
     # --- compaction --------------------------------------------------------------------------
 
     def _compaction_start(self, line: SourceLine, data: dict[str, Any]) -> None:
-        cid = f"{PREFIX}:{self._id(line)}"
-        seq = self._log_only(line, "compaction/start", {"compactionId": cid,
-                                                       "turn": self.clock.turn})
-        self.compaction = _Compaction(cid, seq, list(self.em.nodes()), self.clock.turn)
+        self.compaction = compaction.begin(self.em, line, self.time, f"{PREFIX}:{self._id(line)}",
+                                           self.clock.turn)
 
     def _compaction_complete(self, line: SourceLine, data: dict[str, Any]) -> None:
         """What was on the surface at `compaction_start` becomes the summary's shadow; turns
         that ran while the summary was being written stay current after it."""
-        pending = self.compaction or _Compaction(f"{PREFIX}:{self._id(line)}", None,
-                                                 list(self.em.nodes()), self.clock.turn)
+        pending = self.compaction or compaction.unstarted(self.em, f"{PREFIX}:{self._id(line)}",
+                                                          self.clock.turn)
         self.compaction = None
         if data.get("success") is False:
-            self._log_only(line, "compaction/end", {
-                "compactionId": pending.compaction_id, "turn": pending.turn,
-                "error": _text(data.get("error")) or "compaction failed"})
+            compaction.end(self.em, line, self.time, pending,
+                           error=_text(data.get("error")) or "compaction failed")
             return
-        nodes = self.em.nodes()
-        before = set(pending.span)
-        span = [s for s in nodes if s in before]
-        shadowed = nodes[nodes.index(span[0]):nodes.index(span[-1]) + 1] if span else []
         summary = _text(data.get("summaryContent"))
         tokens = data.get("preCompactionTokens")
-        summary_seq = self._log_only(line, "compaction/summary", {
-            "compactionId": pending.compaction_id, "summary": summary,
-            "shadowedRange": {"start": shadowed[0], "end": shadowed[-1]} if shadowed else None,
-            "shadowedSeqs": shadowed,
-            "shadowedTokenCount": tokens if isinstance(tokens, int) and tokens >= 0 else 0,
-            "provider": "github-copilot", "model": self.model})
-        cited = [s for s in (pending.start_seq, summary_seq) if s is not None] + shadowed
-        op: Any = {"op": "replace", "start": shadowed[0], "end": shadowed[-1]} if shadowed \
-            else "append"
-        self.em.emit(line, "user/message", self.time, {
-            "id": f"{self._id(line)}#checkpoint", "role": "user",
-            "source": {"kind": "plugin", "plugin": "compact",
-                       "compactionId": pending.compaction_id},
-            "content": [{"type": "text", "text": summary}]}, op=op, sources=cited or None)
-        self._log_only(line, "compaction/end", {"compactionId": pending.compaction_id,
-                                                "turn": pending.turn})
+        compaction.summarize(
+            self.em, line, self.time, pending, summary=summary,
+            content=[{"type": "text", "text": summary}],
+            checkpoint_id=f"{self._id(line)}#checkpoint",
+            token_count=tokens if isinstance(tokens, int) and tokens >= 0 else 0,
+            provider="github-copilot", model=self.model)
 
 
 def _header(lines: list[SourceLine], source_name: str) -> dict[str, Any] | None:

@@ -10,13 +10,13 @@ compaction whose summary is the next assistant message marked `summary: true`.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from pathlib import Path, PurePath
 from typing import Any
 
 from projections.codec import JSONDecodeError, dumps, loads
 from projections.errors import INGEST_SCHEMA_VIOLATION
 from projections.logformat import Rejection, decompress
+from streams.ingest.importers import compaction
 from streams.ingest.importers.common import (
     Emitter,
     ImportedSession,
@@ -43,14 +43,6 @@ _STORAGE_MAX_FILES = 100_000
 _STORAGE_ID = re.compile(r"^(ses|msg)_[A-Za-z0-9]{1,64}$")
 
 
-@dataclass(slots=True)
-class _Compaction:
-    compaction_id: str
-    start_seq: int | None
-    span: list[int]
-    turn: int
-
-
 def _ms(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 \
         else None
@@ -63,7 +55,7 @@ class _OpenCodeMapper:
         self.time = created_at
         self.message: dict[str, Any] = {}
         self.calls: dict[str, tuple[int, int]] = {}
-        self.compaction: _Compaction | None = None
+        self.compaction: compaction.Pending | None = None
         self.model = "unknown"
 
     def feed(self, line: SourceLine) -> None:
@@ -192,39 +184,20 @@ class _OpenCodeMapper:
     # --- compaction --------------------------------------------------------------------------
 
     def _compaction_start(self, line: SourceLine, pid: str) -> None:
-        cid = f"{PREFIX}:{pid}"
-        seq = self.em.emit(line, "compaction/start", self.time,
-                           {"compactionId": cid, "turn": self.clock.turn}, key=pid)
-        self.compaction = _Compaction(cid, seq, list(self.em.nodes()), self.clock.turn)
+        self.compaction = compaction.begin(self.em, line, self.time, f"{PREFIX}:{pid}",
+                                           self.clock.turn, key=pid)
 
     def _compaction_summary(self, line: SourceLine, pid: str, text: str) -> None:
         pending = self.compaction
         assert pending is not None
         self.compaction = None
-        nodes = self.em.nodes()
-        before = set(pending.span)
-        span = [s for s in nodes if s in before]
-        shadowed = nodes[nodes.index(span[0]):nodes.index(span[-1]) + 1] if span else []
         tokens = self.message.get("tokens")
         total = tokens.get("input") if isinstance(tokens, dict) else None
-        summary_seq = self.em.emit(line, "compaction/summary", self.time, {
-            "compactionId": pending.compaction_id, "summary": text,
-            "shadowedRange": {"start": shadowed[0], "end": shadowed[-1]} if shadowed else None,
-            "shadowedSeqs": shadowed, "shadowedTokenCount": _ms(total) or 0,
-            "provider": self.message.get("providerID") or "unknown", "model": self.model},
-            key=pid)
-        cited = [s for s in (pending.start_seq, summary_seq) if s is not None] + shadowed
-        op: Any = {"op": "replace", "start": shadowed[0], "end": shadowed[-1]} if shadowed \
-            else "append"
-        self.em.emit(line, "user/message", self.time, {
-            "id": f"{pid}/checkpoint", "role": "user",
-            "source": {"kind": "plugin", "plugin": "compact",
-                       "compactionId": pending.compaction_id},
-            "content": [{"type": "text", "text": text}]}, op=op, sources=cited or None,
-            key=f"{pid}/checkpoint", with_raw=False)
-        self.em.emit(line, "compaction/end", self.time, {"compactionId": pending.compaction_id,
-                                                         "turn": pending.turn},
-                     key=f"{pid}/end", with_raw=False)
+        compaction.summarize(
+            self.em, line, self.time, pending, summary=text,
+            content=[{"type": "text", "text": text}], checkpoint_id=f"{pid}/checkpoint",
+            token_count=_ms(total) or 0,
+            provider=self.message.get("providerID") or "unknown", model=self.model, key=pid)
 
 
 # --- sessions ------------------------------------------------------------------------------------

@@ -14,31 +14,31 @@ from typing import Any
 
 from projections.codec import loads
 from projections.errors import (
-    INGEST_CORRUPT_COMPRESSION,
-    INGEST_FILE_TOO_LARGE,
-    INGEST_IMPORTER_FAILED,
-    INGEST_REWRITTEN_SOURCE,
-    INGEST_UNSUPPORTED_FORMAT,
     RecallError,
 )
 from projections.logformat import Rejection
-from streams.core.errorlog import log_exception
 from streams.core.settings import Settings
-from streams.ingest.edge import (
-    SAVE_EVERY_FILES,
-    IngestReport,
+from streams.ingest.edge import SAVE_EVERY_FILES, IngestReport, iter_log_files
+from streams.ingest.importers.registry import Importer
+from streams.ingest.plan import (
+    Detect,
+    ParkWhole,
+    Reading,
     ReadPlan,
-    checked_import,
-    detect_format,
-    iter_log_files,
+    Unchanged,
+    count_pending,
+    count_taken,
+    import_foreign,
+    importer_failed,
+    normalize_importers,
     oversized_rejection,
-    plan_reading,
+    park_whole,
+    plan_file,
     planned_lines,
-    screen_foreign,
+    reimport_conflict,
     source_key,
-    whole_file_rejection,
 )
-from streams.ingest.sourcefile import SourceText, read_source
+from streams.ingest.sourcefile import SourceText
 from streams.runtime.kafka import seam
 from streams.runtime.kafka.codec import (
     DeadLetter,
@@ -55,20 +55,18 @@ from streams.runtime.kafka.topics import Topics, bootstrap_servers, ensure_topic
 #: Largest file parked whole with its bytes in a dead letter (base64 in a JSON record, well under
 #: brokers' 1 MB default record limit); a larger one is parked as a bounded record.
 DEAD_LETTER_FILE_BYTES = 512 * 1024
-REWRITTEN_REASON = ("the file changed before the point already ingested; it was not merged "
-                    "(re-ingest it under a new session or restore the original)")
 
 
 class KafkaBackend:
     """The facade's backend over Kafka: one background event loop, one reply partition."""
 
-    def __init__(self, settings: Settings, *, importers: Mapping[str, Any] | None = None,
-                 detect: Callable[[Path, bytes], str | None] | None = None) -> None:
+    def __init__(self, settings: Settings, *, importers: Mapping[str, Importer] | None = None,
+                 detect: Detect | None = None) -> None:
         seam.install()  # the client's reply consumer waits on empty fetches too
         self.settings = settings
         self.topics = Topics.of(settings)
         self.bootstrap = bootstrap_servers(str(settings.broker))
-        self.importers = dict(importers or {})
+        self.importers = normalize_importers(importers)
         self.detect = detect
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="recall-kafka",
@@ -205,73 +203,27 @@ class KafkaBackend:
         parks itself, and the file's new entry (None: not remembered, retried next time);
         None when the file is unchanged since it was last published."""
         key = source_key(path)
-        limit = self.settings.max_event_bytes
-        stat = path.stat()
-        if seen.get("size") == stat.st_size and seen.get("mtime") == stat.st_mtime_ns:
-            report.unchanged += 1
-            if seen.get("pending"):
-                report.pending_sources.append(key)
+        park_limit = min(self.settings.max_event_bytes, DEAD_LETTER_FILE_BYTES)
+        step = plan_file(path, seen, fmt=fmt, importers=self.importers, detect=self.detect,
+                         max_event_bytes=self.settings.max_event_bytes,
+                         max_file_bytes=self.settings.max_file_bytes, report=report,
+                         stamp={"target": self.target})
+        if isinstance(step, Unchanged):
             return None
-
-        def whole_file(code: str, reason: str, stopped_at: int | None = None) -> Rejection:
-            report.lines += 1
-            report.parked_lines += 1
-            return whole_file_rejection(path, code, reason, min(limit, DEAD_LETTER_FILE_BYTES),
-                                        stopped_at=stopped_at)
-
-        consumed = int(seen.get("consumed") or 0)
-        src = read_source(path, max_line=limit, max_total=self.settings.max_file_bytes,
-                          checkpoint=consumed or None)
-        stamp = {"size": stat.st_size, "mtime": stat.st_mtime_ns, "target": self.target}
-        broken = src.corrupt or ("the zstd stream ends inside a frame (truncated)"
-                                 if src.truncated_frame else None)
-        if src.complete_end == 0 and broken:
-            return [], [whole_file(INGEST_CORRUPT_COMPRESSION,
-                                   f"{broken}; no complete line could be decoded")], \
-                {**seen, **stamp}
-        kind = fmt if fmt != "auto" else detect_format(path, src.text, self.detect)
-        if kind != "dsh" and kind not in self.importers:
-            return [], [whole_file(INGEST_UNSUPPORTED_FORMAT, f"no importer for format {kind!r} "
-                                   "(kept whole: the file's bytes)")], \
-                {**seen, **stamp, "format": kind}
-        # A whole-document format is rewritten whole as it grows: judged on its events, not bytes.
-        whole = kind != "dsh" and getattr(self.importers[kind], "whole_document", False) is True
-        if whole:
-            consumed = 0
-        if consumed and src.checkpoint_digest != seen.get("prefixHash"):
-            report.rewritten.append(key)
-            return [], [whole_file(INGEST_REWRITTEN_SOURCE, REWRITTEN_REASON)], \
-                {**seen, **stamp, "format": kind}
-        # lines read before: recorded, or (a native entry of an older shipper) counted
-        before = int(seen["lines"]) if "lines" in seen else src.text.count(b"\n", 0, consumed)
-        plan = plan_reading(src, {"lines": before} if before and not whole else None,
-                            whole=whole)
-        if kind == "dsh":
-            records, rejections, extra = self._native(src, plan, seen, report)
+        if isinstance(step, ParkWhole):
+            return [], [park_whole(path, step.code, step.reason, park_limit, report)], step.entry
+        if step.spec is None:
+            records, rejections, extra = self._native(step.src, step.plan, seen, report)
         else:
-            imported = self._imported(key, path, src, plan, kind, seen, report)
+            imported = self._imported(key, path, step, seen, report)
             if isinstance(imported, BaseException):
-                exc = imported
-                return [], [whole_file(INGEST_IMPORTER_FAILED, (
-                    f"the {kind} importer failed ({type(exc).__name__}: {str(exc)[:200]}); "
-                    "kept whole, retried on the next ingest"))], None
+                code, reason = importer_failed(step.kind, imported)
+                return [], [park_whole(path, code, reason, park_limit, report)], None
             records, rejections, extra = imported
-        if src.over_limit:
-            rejections.append(whole_file(
-                INGEST_FILE_TOO_LARGE, f"reading stopped after {self.settings.max_file_bytes} "
-                "decompressed bytes (RECALL_MAX_FILE_BYTES); lines before that point were "
-                "ingested", src.complete_end))
-        elif broken:
-            rejections.append(whole_file(INGEST_CORRUPT_COMPRESSION, f"{broken}; the complete "
-                                         "lines before that point were ingested",
-                                         src.complete_end))
-        if plan.pending:
-            report.pending += 1
-            report.lines += 1
-            report.pending_sources.append(key)
-        entry = {**seen, **extra, **stamp, "format": kind, "consumed": plan.end,
-                 "prefixHash": plan.digest, "lines": plan.last_line, "pending": plan.pending}
-        return records, rejections, entry
+        rejections.extend(park_whole(path, code, reason, park_limit, report, stopped_at=at)
+                          for code, reason, at in step.tail())
+        count_pending(step, key, report)
+        return records, rejections, step.entry({**seen, **extra})
 
     def _native(self, src: SourceText, plan: ReadPlan, seen: dict[str, Any],
                 report: IngestReport,
@@ -307,33 +259,26 @@ class KafkaBackend:
                 report.events_added += 1
         return records, rejections, {"sessionId": session}
 
-    def _imported(self, source: str, path: Path, src: SourceText, plan: ReadPlan, kind: str,
-                  seen: dict[str, Any], report: IngestReport,
+    def _imported(self, source: str, path: Path, step: Reading, seen: dict[str, Any],
+                  report: IngestReport,
                   ) -> tuple[list[tuple[bytes, bytes]], list[Rejection], dict[str, Any]] \
             | BaseException:
         """What the importer's sessions add beyond what this file published (headers first),
         with the lines the edge screened out and the importer's rejections of new lines; the
         exception if the importer failed."""
-        text, screened = screen_foreign(src, plan, self.settings.max_event_bytes)
-        importer = self.importers[kind]
-        whole = getattr(importer, "whole_document", False) is True
-        # Optional `resume` (Aider): a grown file is mapped as a continuation of the lines
-        # published before, numbered after each session's published events.
-        resume = getattr(importer, "resume", None)
-        done = plan.first_line - 1
+        spec, plan = step.spec, step.plan
+        assert spec is not None
         published = dict(seen.get("published") or {})
-        try:
-            imported = checked_import(
-                resume(text, source, done, lambda sid: int(published.get(sid, -1)) + 1)
-                if resume is not None and done > 0 else importer(text, source))
-        except Exception as exc:  # an importer bug must not end the run or lose the file
-            log_exception(exc, self.settings.data_dir,
-                          context=f"importer {kind} failed on {source}")
-            return exc
+        read = import_foreign(step, source, max_event_bytes=self.settings.max_event_bytes,
+                              next_seq=lambda sid: int(published.get(sid, -1)) + 1,
+                              log_dir=self.settings.data_dir)
+        if isinstance(read, BaseException):
+            return read
+        imported, screened = read.sessions, read.screened
         extra: dict[str, Any] = {k: seen[k] for k in ("published", "chains", "keys")
                                  if k in seen}
-        fresh = fresh_records(imported, extra, resumed=resume is not None and done > 0,
-                              whole=whole, first_line=plan.first_line)
+        fresh = fresh_records(imported, extra, resumed=read.resumed,
+                              whole=spec.whole_document, first_line=plan.first_line)
         report.sessions.update(fresh.sessions)
         report.events_added += fresh.events
         rejections = [*fresh.rejections, *(r for r in screened if r.line >= plan.first_line)]
@@ -342,19 +287,11 @@ class KafkaBackend:
             # rewritten, or an older importer version mapped it. Reported once per file, with
             # the file's bytes, as the embedded ingest does.
             report.rewritten.append(source)
-            report.lines += 1
-            report.parked_lines += 1
-            rejections.append(whole_file_rejection(path, INGEST_REWRITTEN_SOURCE, (
-                f"session {sid}: seq {seq} imported before differs from a new import of this "
-                "file (the file was rewritten, or an older importer version imported it); not "
-                "merged: see streams/ingest/importers/MAPPING.md, Re-importing"),
-                min(self.settings.max_event_bytes, DEAD_LETTER_FILE_BYTES)))
+            code, reason = reimport_conflict(sid, seq)
+            rejections.append(park_whole(path, code, reason, min(
+                self.settings.max_event_bytes, DEAD_LETTER_FILE_BYTES), report))
         # the same line accounting as the embedded edge: a line taken is parked or imported
-        taken = {n for n, _ in planned_lines(src, plan)}
-        parked_now = len(taken & {r.line for r in rejections})
-        report.lines += len(taken)
-        report.parked_lines += parked_now
-        report.lines_accepted += len(taken) - parked_now
+        count_taken(step, {r.line for r in rejections}, report)
         return fresh.records, rejections, extra
 
     async def _publish(self, producer: EventProducer, records: Sequence[tuple[bytes, bytes]],
