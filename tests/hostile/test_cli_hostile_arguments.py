@@ -1,6 +1,6 @@
-"""Issue 13 item 6: hostile arguments, files and settings gave Python tracebacks. Now each is a
-coded error: `--json` prints `{"error": {"code", "message"}}`, a person gets one line with the
-code and the next step; exit 2 means the invocation was not understood, exit 1 that it failed."""
+"""Hostile arguments, files and settings never give a Python traceback: each is a coded error.
+`--json` prints `{"error": {"code", "message"}}`, a person gets one line with the code and the
+next step; exit 2 means the invocation was not understood, exit 1 that it failed."""
 
 from __future__ import annotations
 

@@ -1,7 +1,5 @@
-"""Issue 13 item 2: a line nested past ~255 levels parsed but could not be written back, and
-ingest died (`TypeError: Recursion limit reached`) taking good files of the same run with it;
-a cursor decoding to deep JSON crashed the same way. Now nesting over 128 levels is rejected
-with INGEST_TOO_DEEP (kept whole) and the cursor is INVALID_CURSOR."""
+"""Deep nesting: a line nested over 128 levels is rejected with INGEST_TOO_DEEP (kept whole) and
+the rest of the run goes on; a cursor decoding to deep JSON is INVALID_CURSOR, not a crash."""
 
 from __future__ import annotations
 

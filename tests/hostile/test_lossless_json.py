@@ -1,7 +1,6 @@
-"""Issue 13 item 5: `18446744073709551616` was stored as a float, a header with two `id`s
-ingested under the second, an exact duplicate line inside one file was parked as SEQ_GAP and a
-conflicting one as SEQ_GAP too. Now lossy JSON is INGEST_LOSSY_JSON (kept whole), an exact
-duplicate line is skipped and a conflicting one is INGEST_DUPLICATE_CONFLICT."""
+"""JSON is read losslessly: numbers that would change (`18446744073709551616`, `1e400`) and keys
+repeated in one object are INGEST_LOSSY_JSON (kept whole); an exact duplicate line is skipped and
+a conflicting one is INGEST_DUPLICATE_CONFLICT; a non-string type is parked, not raised."""
 
 from __future__ import annotations
 

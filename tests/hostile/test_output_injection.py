@@ -1,7 +1,6 @@
-"""Issue 13 item 7: a session id or cwd containing `x[/bold]` crashed human output (rich markup),
-`[link=…]` rendered a hidden hyperlink, ANSI/OSC escapes printed raw, and an id with a newline
-forged a result line in the CLI and in MCP `session_search`. Now ids, cwds, titles and snippets
-are printed as data: no markup, every control character and newline written as an escape."""
+"""Ids, cwds, titles and snippets are printed as data, in the CLI and in MCP `session_search`:
+rich markup (`x[/bold]`, `[link=…]`) is never interpreted, ANSI/OSC escapes, control characters
+and newlines are written as escapes, so a hostile id cannot forge a result line."""
 
 from __future__ import annotations
 

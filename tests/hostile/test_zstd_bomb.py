@@ -1,7 +1,7 @@
-"""Issue 13 item 10: a 16 KB zstd bomb (one 512 MB line) took 12.8 s and 2.5 GB RSS and wrote a
-716 MB dead-letter file. Decompression is now capped per line (RECALL_MAX_EVENT_BYTES: the line
-is hashed as it streams past and parked as a bounded record) and per file
-(RECALL_MAX_FILE_BYTES). Memory is asserted, never time (bench/ measures time)."""
+"""A zstd bomb (a small frame decoding to one huge line) is read in bounded memory: decompression
+is capped per line (RECALL_MAX_EVENT_BYTES: the line is hashed as it streams past and parked as a
+bounded record) and per file (RECALL_MAX_FILE_BYTES). Memory is asserted, never time (bench/
+measures time)."""
 
 from __future__ import annotations
 

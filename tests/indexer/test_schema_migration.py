@@ -1,5 +1,5 @@
-"""Issue 16 item 2: a data dir whose index an older schema version wrote is rebuilt from the
-store on open (progress on stderr), never refused; Kafka workers' shards start over instead."""
+"""A data dir whose index an older schema version wrote is rebuilt from the store on open
+(progress on stderr), never refused; Kafka workers' shards start over instead."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
-"""Issue 14, item 3: every session of the real logs in tests/data has a title (the agent's, a
-summary from another file, else the person's first prompt), its agent and its activity."""
+"""Every session of the real logs in tests/data has a title (the agent's, a summary from another
+file, else the person's first prompt), its agent and its activity."""
 
 from __future__ import annotations
 

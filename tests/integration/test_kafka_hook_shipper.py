@@ -1,6 +1,6 @@
-"""Issue 15 over Kafka: `recall hook` publishes through the fleet shipper, so each hook sends
-only the lines no earlier hook (or watcher on the same data dir) has sent, instead of the whole
-transcript each time."""
+"""`recall hook` over Kafka publishes through the fleet shipper, so each hook sends only the lines
+no earlier hook (or watcher on the same data dir) has sent, instead of the whole transcript each
+time."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Issue 20 over Kafka: `recall ingest` of files that grew since an earlier `recall ingest`
-publishes only what is new, as the embedded ingest stores it — an Aider history whose last
-block grew (resumed, not re-imported), rewritten whole documents (Gemini CLI JSON, OpenCode),
-an unchanged file (nothing) — and the index ends up identical to the embedded one."""
+"""`recall ingest` over Kafka of files that grew since an earlier `recall ingest` publishes only
+what is new, as the embedded ingest stores it — an Aider history whose last block grew (resumed,
+not re-imported), rewritten whole documents (Gemini CLI JSON, OpenCode), an unchanged file
+(nothing) — and the index ends up identical to the embedded one."""
 
 from __future__ import annotations
 

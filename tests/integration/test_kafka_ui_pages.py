@@ -1,5 +1,5 @@
-"""Issue 19: `recall ui` over the Kafka runtime renders the same pages as over the embedded one
-(the pages use only the `Recall` facade)."""
+"""`recall ui` over the Kafka runtime renders the same pages as over the embedded one (the pages
+use only the `Recall` facade)."""
 
 from __future__ import annotations
 

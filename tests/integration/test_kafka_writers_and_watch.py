@@ -1,4 +1,4 @@
-"""Issue 15 over Kafka: the query worker never produces into a session it does not write (a
+"""Writers over Kafka: the query worker never produces into a session it does not write (a
 reference to an outside session returns its messages), sessions recall writes get appends and
 references, and `recall watch` with RECALL_BROKER ships a growing file's new lines (partial lines
 wait for their newline; kill -9 and a restart lose and duplicate nothing)."""

@@ -1,4 +1,4 @@
-"""Issue 18: secrets stay where they were — redacted before anything is indexed, snippeted, read
+"""Secrets stay where they were — redacted before anything is indexed, snippeted, read
 out or referenced; the store keeps the original; a change of rules rebuilds the index.
 
 The corpus (tests/support/secretcorpus.py) plants generated secrets of every kind in user

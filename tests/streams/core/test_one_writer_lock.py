@@ -1,6 +1,6 @@
-"""Issue 13 item 1: two writers on one data dir corrupted the store (seqs 0..999 twice), raced on
-fresh-dir creation (`table meta already exists`, missing `CURRENT.tmp`) and lost registry entries.
-Now one OS lock admits one writer at a time; the second waits, says so, then proceeds."""
+"""One writer per data dir: an OS lock admits one writer at a time; a second waits, says so, then
+proceeds (or times out with RECALL_LOCK_TIMEOUT). Concurrent ingests of one corpus leave exactly
+what one clean ingest leaves, and disjoint ones keep every source."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""Issue 13 item 9: after kill -9 and a re-run the dead letters held duplicates (2,008 entries
-vs 1,004 clean; 3,514 after ten kills): a killed run had parked records but not saved its
-progress, and the re-run parked them again. Records are now keyed by source, position and
-content, so parking is idempotent; a torn last record is repaired by the re-run."""
+"""Parking is idempotent: dead letters are keyed by source, position and content, so a run killed
+(kill -9) after parking records but before saving its progress, then re-run, parks nothing twice;
+a torn last record is repaired by the re-run."""
 
 from __future__ import annotations
 

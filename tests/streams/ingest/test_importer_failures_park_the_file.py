@@ -1,6 +1,5 @@
-"""Issue 13 item 3 (the ingest edge's part): an importer that raised on one type-confused record
-(`"summary": [1]`, a Codex `payload.type` list) ended the whole run with 0 sessions. Now an
-importer exception never escapes: that file is parked whole (INGEST_IMPORTER_FAILED, its bytes
+"""An importer exception never escapes the ingest edge: on a type-confused record (`"summary":
+[1]`, a Codex `payload.type` list) that file is parked whole (INGEST_IMPORTER_FAILED, its bytes
 as on disk, the traceback in the data dir's log), the other files are ingested, and the
 accounting balances. Whether an importer copes with a given record is the importers' business;
 these tests only require containment."""

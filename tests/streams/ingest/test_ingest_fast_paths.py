@@ -1,9 +1,10 @@
-"""Issue 16 item 3 (ingest near raw FTS5): the fast paths keep every verdict and every byte.
+"""The ingest fast paths keep every verdict and every byte.
 
 - the hand check of event envelopes accepts only what the pydantic model accepts, and whatever
   it declines gets the model's own rejection (same code, same message);
 - a line kept as the event's serialization is exactly what dumping the event gives, so the
-  store and the index hold the same bytes as before (non-canonical lines are re-dumped);
+  store and the index hold the same bytes whatever the line's spelling (non-canonical
+  lines are re-dumped);
 - store fsyncs are deferred to one per batch, but the index never commits a batch before the
   store holds it durably, and an ingest returns with nothing left unsynced;
 - the writer thread's short GIL switch interval is restored when the pipeline closes.

@@ -1,7 +1,6 @@
-"""Issue 13 item 4: a truncated .zst was parked with 0 bytes under a misleading reason; a 27 KB
-headerless file and 64 KB of garbage were parked as 4,096 bytes; a truncated last line was held
-back silently (later runs said "unchanged"). Now every rejected input is kept whole (or as a
-bounded record over the cap), and `ingest --json` accounts for every line read."""
+"""Every rejected input is kept whole (or as a bounded record over the cap) under the reason that
+fits it: a truncated .zst, a headerless file, garbage; a truncated last line is pending (not
+silently "unchanged") and taken once complete; `ingest --json` accounts for every line read."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
-"""Issue 15 item 3: `recall watch` as a real process on a temp dir. An agent-like writer appends
-lines (some split across two writes); each becomes searchable within the bound; `kill -9` of the
-watcher and a restart lose and duplicate nothing (equal to a clean ingest of the final files);
-a rewritten file is reported; a second watcher is refused; `ingest` and `append` interleave
-with it; SIGTERM stops it cleanly."""
+"""`recall watch` as a real process on a temp dir. An agent-like writer appends lines (some split
+across two writes); each becomes searchable within the bound; `kill -9` of the watcher and a
+restart lose and duplicate nothing (equal to a clean ingest of the final files); a rewritten file
+is reported; a second watcher is refused; `ingest` and `append` interleave with it; SIGTERM
+stops it cleanly."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Issue 13 item 12: without --cwd, a client's declared root became the workspace even when the
-caller's own header said another cwd (a client could widen its own workspace); a timestamp with a
-10,000-digit fraction gave TOOL_FAILED instead of a validation error."""
+"""MCP caller and timestamps: without --cwd, a client's declared root becomes the workspace only
+when it agrees with the caller's own header (a client cannot widen its own workspace); a
+timestamp with an absurdly long fraction is a validation error, not TOOL_FAILED."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Issue 15 item 5: MCP over stdio (the SDK client) for a running Claude Code session that recall
-knows only through a hook payload: its own event search first explains what is missing, then
-works as soon as the transcript exists — ingested on demand, also after it grows — while
-cross-session search works throughout. Item 4: `recall hook` exits 0 on any input."""
+"""MCP over stdio (the SDK client) for a running Claude Code session that recall knows only
+through a hook payload: its own event search first explains what is missing, then works as soon
+as the transcript exists — ingested on demand, also after it grows — while cross-session search
+works throughout. `recall hook` exits 0 on any input."""
 
 from __future__ import annotations
 

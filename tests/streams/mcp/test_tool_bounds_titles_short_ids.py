@@ -1,6 +1,6 @@
-"""Issue 14, items 3–6 at the agent tools: schemas that state the server's real bounds (derived
-from validation), titles in answers, short session ids inside the workspace, injected context
-left out on request, and `data.raw` only when asked."""
+"""The agent tools: schemas that state the server's real bounds (derived from validation), titles
+in answers, short session ids inside the workspace, injected context left out on request, and
+`data.raw` only when asked."""
 
 from __future__ import annotations
 

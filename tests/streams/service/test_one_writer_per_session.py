@@ -1,6 +1,6 @@
-"""Issue 15 item 1: one writer per session. A reference into a session someone else writes (an
-agent's file) returns its messages instead of appending, so the file's next lines still ingest;
-sessions recall writes (`recall create`) get the two appends and replay byte for byte."""
+"""One writer per session. A reference into a session someone else writes (an agent's file)
+returns its messages instead of appending, so the file's next lines still ingest; sessions recall
+writes (`recall create`) get the two appends and replay byte for byte."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Issue 14, items 3–5 at the CLI: searches people can type, short session ids, output that is
-never hard-wrapped, transcripts for show/surface/trace, data.raw only with --raw, and ingest
-progress in bytes."""
+"""The CLI for people: searches they can type, short session ids, output that is never
+hard-wrapped, transcripts for show/surface/trace, data.raw only with --raw, and ingest progress
+in bytes."""
 
 from __future__ import annotations
 

@@ -1,7 +1,6 @@
-"""Issue 13 item 8: after shard files were truncated, `recall reindex` and `recall replay` both
-failed "database disk image is malformed"; only deleting `index/` by hand recovered. Now the
-damaged generation is reported (`recall index check`), reads fail with RECALL_INDEX_DAMAGED, and
-reindex/replay rebuild from the store, moving the damaged files aside."""
+"""A damaged index (truncated shard files, a broken `CURRENT`) is reported by `recall index
+check`, reads fail with RECALL_INDEX_DAMAGED (not "database disk image is malformed"), and
+`recall reindex` / `recall replay` rebuild it from the store, moving the damaged files aside."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
-"""Issue 13 item 11: substring search works on any data dir — an index built without
-RECALL_SUBSTRING (reopened with or without it) builds what `--substring` needs on first use,
-with progress on stderr, and keeps it up to date afterwards."""
+"""Substring search works on any data dir: an index built without RECALL_SUBSTRING (reopened with
+or without it) builds what `--substring` needs on first use, with progress on stderr, and keeps
+it up to date afterwards."""
 
 from __future__ import annotations
 
