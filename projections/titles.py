@@ -18,7 +18,8 @@ from projections.extraction import message_of
 
 #: Session id prefixes of the importers (`<agent>:<id>`); anything else is a native log.
 AGENT_PREFIXES: frozenset[str] = frozenset({
-    "aider", "claude-code", "codex", "copilot-cli", "gemini-cli", "opencode",
+    "aider", "claude-code", "codex", "continue", "copilot-cli", "crush", "gemini-cli",
+    "kimi-cli", "opencode", "openhands", "pi", "roo-code",
 })
 NATIVE_AGENT = "dsh"
 

@@ -8,6 +8,7 @@ from collections.abc import Iterable, Iterator, Mapping
 from pathlib import Path, PurePath
 
 from streams.ingest.importers.formats import FORMAT_NAMES, REGISTRY
+from streams.ingest.importers.pi import is_pi_header
 from streams.ingest.importers.sniffing import (
     document_head,
     head_lines,
@@ -29,9 +30,11 @@ LOG_KEYS = (b'"sessionId":', b'"session_id":', b'"messages":', b'"chatMessages":
 
 
 def is_native(head: bytes) -> bool:
-    """A DSH log starts with its session header."""
+    """A DSH log starts with its session header. Pi's header has the same `type` (its own
+    `timestamp`, no `createdAt`): it is never taken for a native one, even with a `version`."""
     for value in head_lines(head, limit=1):
-        return isinstance(value, dict) and value.get("type") == "session" and "version" in value
+        return isinstance(value, dict) and value.get("type") == "session" \
+            and "version" in value and not is_pi_header(value)
     return False
 
 

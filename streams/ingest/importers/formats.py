@@ -6,10 +6,13 @@ from streams.ingest.importers import (
     aider,
     claude_code,
     codex,
+    continue_dev,
     copilot_cli,
     copilot_legacy,
     gemini_cli,
     opencode,
+    pi,
+    roo_code,
 )
 from streams.ingest.importers.registry import ImporterSpec
 
@@ -21,6 +24,10 @@ REGISTRY: tuple[ImporterSpec, ...] = (
     gemini_cli.JSONL_SPEC,
     gemini_cli.SPEC,
     opencode.SPEC,
+    pi.SPEC,
+    continue_dev.SPEC,
+    roo_code.SPEC,
+    roo_code.API_SPEC,
     aider.SPEC,
     claude_code.SPEC,
 )

@@ -83,6 +83,10 @@ OPENCODE_ERROR = "opencode/ses_20be19bd6ffeHn5B6DdBVxU8TR.json"
 OPENCODE_RUNNING = "opencode/ses_20c685993ffe8NJ44bWWcyosxi.json"
 OPENCODE_CHILD = "opencode/ses_2bef25635ffe8EzID0I1Oeymal.json"
 AIDER = "aider-0.85/.aider.chat.history.md"
+PI = "pi/before-compaction.jsonl"
+CONTINUE = "continue/5d3764fb-da1f-4d6b-b170-9a6601afa210.json"
+ROO_UI = "roo-code/ac8aa7b4-319c-4925-a139-4f4adca81921/ui_messages.json"
+ROO_API = "roo-code/ac8aa7b4-319c-4925-a139-4f4adca81921/api_conversation_history.json"
 
 
 def agent(name: str) -> bytes:

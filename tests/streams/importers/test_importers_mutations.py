@@ -19,6 +19,7 @@ from importer_support import (
     CC_1098,
     CC_2114,
     CODEX,
+    CONTINUE,
     COPILOT,
     COPILOT_COMPACTION,
     COPILOT_LEGACY,
@@ -27,6 +28,9 @@ from importer_support import (
     GEMINI_MAIN,
     OPENCODE_CHILD,
     OPENCODE_ERROR,
+    PI,
+    ROO_API,
+    ROO_UI,
     agent,
     assert_valid_log,
     load,
@@ -41,10 +45,12 @@ CONFUSED: list[Any] = [[1], {}, 1, None, "x", True, [[1]], {"a": [1]}, -1, 1.5, 
 
 JSONL = [("claude-code", CC_1098), ("claude-code", CC_2114), ("claude-code", CC_215),
          ("codex", CODEX), ("gemini-cli-jsonl", GEMINI_JSONL), ("copilot-cli", COPILOT),
-         ("copilot-cli", COPILOT_COMPACTION)]
+         ("copilot-cli", COPILOT_COMPACTION), ("pi", PI)]
 DOCUMENTS = [("gemini-cli", GEMINI_MAIN, "messages"), ("gemini-cli", GEMINI_2025, "messages"),
              ("copilot-cli-legacy", COPILOT_LEGACY, "timeline"),
-             ("opencode", OPENCODE_ERROR, "messages"), ("opencode", OPENCODE_CHILD, "messages")]
+             ("opencode", OPENCODE_ERROR, "messages"), ("opencode", OPENCODE_CHILD, "messages"),
+             ("continue", CONTINUE, "history"),
+             ("roo-code", ROO_UI, None), ("roo-code-api", ROO_API, None)]  # None: a JSON array
 
 
 def _read(name: str) -> bytes:
@@ -131,10 +137,10 @@ def test_every_line_is_imported_or_parked(fmt: str, name: str, draws: st.DataObj
 @pytest.mark.parametrize(("fmt", "name", "records"), DOCUMENTS)
 @FUZZ
 @given(st.data())
-def test_every_document_record_is_imported_or_parked(fmt: str, name: str, records: str,
+def test_every_document_record_is_imported_or_parked(fmt: str, name: str, records: str | None,
                                                      draws: st.DataObject) -> None:
     doc = orjson.loads(_read(name))
-    items = doc[records]
+    items = doc[records] if records is not None else doc
     for _ in range(draws.draw(st.integers(1, 3))):
         index = draws.draw(st.integers(0, len(items) - 1))
         items[index] = _mutate(draws.draw, items[index])

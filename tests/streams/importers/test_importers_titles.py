@@ -38,6 +38,15 @@ EXPECTED: dict[str, list[tuple[str, str | None, str | None]]] = {
     "agents/gemini-cli-2026-03-control-flash.json": [
         ("209f5a02-005a-47f8-a0f9-a959f14ca9e7", None, "hello")],
     "agents/gemini-cli-2026-04.jsonl": [("0ab84937-9fe7-4284-986a-33c832af0b6a", None, "/init")],
+    "agents/pi/before-compaction.jsonl": [
+        ("ffae836b-9420-4060-ac13-7745215f90ff", None, "alright, read @packages/coding-agent")],
+    "agents/continue/5d3764fb-da1f-4d6b-b170-9a6601afa210.json": [
+        ("5d3764fb-da1f-4d6b-b170-9a6601afa210", "Fix PostgreSQL script error",
+         "\n\n```sh test_set1.sh (1-462)")],
+    "agents/roo-code/ac8aa7b4-319c-4925-a139-4f4adca81921/ui_messages.json": [
+        ("ac8aa7b4-319c-4925-a139-4f4adca81921", None, "Bonjour, je suis en train de")],
+    "agents/roo-code/ac8aa7b4-319c-4925-a139-4f4adca81921/api_conversation_history.json": [
+        ("ac8aa7b4-319c-4925-a139-4f4adca81921:api", None, "<task>\nBonjour, je suis")],
     "agents/copilot-cli-1.0.34-events.jsonl": [
         ("96ef38f0-9d09-45c3-8124-6448c36090ed", None, "請不要修改任何代碼")],
     "agents/copilot-cli-1.0.74-compaction.jsonl": [
