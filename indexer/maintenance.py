@@ -6,7 +6,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from indexer import database
+from indexer import database, matchcount
 from indexer.routing import shard_file_name
 from indexer.schema import APPLICATION_ID, CJK, SCHEMA_VERSION, TRIGRAM_DOCS
 from indexer.segments import FTS_TABLES, merge_segments, read_structure, release_free_pages
@@ -33,6 +33,8 @@ def shard_stats(shardset: ShardSet) -> list[dict[str, Any]]:
                 "segments": read_structure(c, "events_fts").segments,
                 "substring": meta.substring, "redaction": meta.redaction,
                 "redacted": dict(sorted(meta.redacted.items())),
+                # after the reader registered its functions: what this shard's searches run
+                "matchCount": matchcount.implementation(),
             })
     return out
 

@@ -126,20 +126,32 @@ def compiled_path() -> str | None:
 
 
 _COMPILED = compiled_path()
+#: What the last `register` gave: "compiled", or "python" (no extension was built — no C
+#: compiler or SQLite headers at install — or SQLite refused it). Shown by `recall index stats`.
+_registered = "compiled" if _COMPILED is not None else "python"
+
+
+def implementation() -> str:
+    """Which match-count functions this process registers: "compiled" or "python"."""
+    return _registered
 
 
 def register(conn: apsw.Connection, *, compiled: bool = True) -> str:
     """Make `recall_matches(fts)`, `recall_floor(fts, k, token)`, `recall_floor_take(token, n)`
     and `recall_top(fts, k)` available on `conn`; returns which implementation they are."""
+    global _registered
     if compiled and _COMPILED is not None:
         conn.enable_load_extension(True)
         try:
             conn.load_extension(_COMPILED, _ENTRY_POINT)
+            _registered = "compiled"
             return "compiled"
         except apsw.Error:
             pass  # e.g. a build against headers this SQLite refuses: fall back to Python
         finally:
             conn.enable_load_extension(False)
+    if compiled:
+        _registered = "python"
     conn.register_fts5_function(FUNCTION, python_matches)  # type: ignore[arg-type]
     conn.register_fts5_function(TOP_FUNCTION, python_top)  # type: ignore[arg-type]
     slot = PythonFloor()

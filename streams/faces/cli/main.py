@@ -536,6 +536,13 @@ def stats(ctx: click.Context, as_json: bool) -> None:
     rules = ", ".join(sorted({str(r["redaction"]) for r in rows}))
     redacted = ", ".join(f"{kind} {n}" for kind, n in totals.items()) or "none"
     console.print(Text(visible(f"redacted secrets: {redacted}  (rules {rules})")))
+    kinds = {str(row.get("matchCount")) for row in rows}
+    if kinds == {"compiled"}:
+        say("match count: compiled C extension (indexer/_matchcount.c)")
+    elif kinds:
+        say(("match count: Python fallback", "yellow"), " (the C extension was not built: "
+            "install with a C compiler and the SQLite headers, e.g. gcc and libsqlite3-dev, "
+            "for faster ranking of very common terms)")
 
 
 @index.command()
