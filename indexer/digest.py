@@ -27,9 +27,8 @@ from projections.codec import dumps, dumps_sorted, loads
 from projections.extraction import extract_text
 from projections.fold import encode_state, fold_surface
 
-#: Shard files (main files + WALs) at least this large together are digested by the helpers:
-#: ~175 bytes per event, ~12 us of CPU per event; below it a helper's start (~0.4 s, once per
-#: process) would cost more than the other core saves.
+#: Shard files (main files + WALs) at least this large together are digested by the helpers;
+#: below it a helper's start (once per process) would cost more than the other core saves.
 PARALLEL_MIN_BYTES = 4 * 1024 * 1024
 
 #: One session's event rows, in seq order: (seq, type name, time, surface code).

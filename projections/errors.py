@@ -171,7 +171,7 @@ class ConfigError(RecallError):
     """A setting (RECALL_* variable, option or data dir) is unusable; fix it and run again."""
 
     code = RECALL_CONFIG_INVALID
-    hint = "fix the setting named in the message (see the Settings table in README.md)"
+    hint = "fix the setting named in the message (see docs/settings.md)"
 
 
 class MissingExtra(RecallError):

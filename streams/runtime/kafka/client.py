@@ -345,7 +345,7 @@ class KafkaBackend:
                 raise RecallError(f"the query workers did not switch to {result['generation']}",
                                   code="STREAM_JOB_STALLED",
                                   hint="check that `recall worker` processes are running")
-            time.sleep(0.1)  # each look is one request; the switch takes ~1 s
+            time.sleep(0.1)  # each look is one request; the switch takes a moment
         result["removed"] = []  # retired generations are deleted by the workers, later
         digest = self.call("index_digest", {})
         result.setdefault("eventsIndexed", digest.get("events"))

@@ -35,19 +35,19 @@ from streams.runtime.kafka.topics import Topics, bootstrap_servers, ensure_topic
 
 log = logging.getLogger("recall.indexing")
 
-#: Records per shard transaction; docs/ENGINE-NOTES.md measured FTS5 at ~33k rows/s with 1000-row batches.
+#: Records per shard transaction: FTS5 inserts are much cheaper in large transactions
+#: (docs/ENGINE-NOTES.md §5).
 BATCH_MAX = 1000
 #: Shard requests answered in a thread (reader connections of their own, one WAL snapshot per
-#: shard) while indexing goes on: a digest re-folds every session of the shard (~0.3 s of CPU
-#: per 25k events), and answered in the loop it held the index role's writes up for seconds.
+#: shard) while indexing goes on: a digest re-folds every session of the shard, and answered in
+#: the loop it would hold the index role's writes up for seconds.
 #: One at a time, in this process: the digest helpers (indexer/digester.py) would take both
 #: cores from indexing (see streams.runtime.kafka.query.answer_shard_request).
 IN_THREAD_OPS = frozenset({"shard.digest"})
 #: A generation being built is searched by no one until it goes live, so its indexer gathers
 #: what arrives within this window (up to GATHER_MAX_RECORDS) into one write: each shard
-#: transaction costs ~1.4 ms beyond its rows (FTS5 writes a segment per commit), and fed as the
-#: job produces, one documents record per write, 200k events took 4.2 s of CPU against 3.0 s
-#: in writes of 80 records (measured, 8 shards).
+#: transaction has a fixed cost beyond its rows (FTS5 writes a segment per commit), so one
+#: write per documents record, as a job produces them, would cost far more CPU.
 GATHER_S = 0.3
 GATHER_MAX_RECORDS = 100
 
@@ -74,7 +74,7 @@ class _ShardRequestsFromNow(ConsumerRebalanceListener):  # type: ignore[misc]
 
 #: A worker merges its shards' FTS segments once its fetches have come back empty this long
 #: (a rebuild's index role goes idle for moments while the fold catches up: merging then, again
-#: and again, cost a reindex of 200k events ~5 % of its rate on noida-db).
+#: and again, would slow the reindex down).
 MERGE_QUIET_S = 2.0
 
 
