@@ -26,7 +26,7 @@ from typing import Any
 
 from projections.codec import dumps, loads
 
-#: Helper processes at most per process: one per core (the machine measured has 2).
+#: Helper processes at most per process: one per core.
 HELPERS = max(1, min(4, os.cpu_count() or 1))
 _ROOT = str(Path(__file__).resolve().parent.parent)
 
