@@ -242,8 +242,10 @@ class ShardSet:
             yield
 
     def has_substring(self) -> bool:
-        """Whether every shard's trigram index covers all documents (not only CJK ones)."""
-        return all(w.substring for w in self._writers)
+        """Whether every shard's trigram index covers all documents (not only CJK ones): as
+        this process last wrote, or as another process has built it since."""
+        return all(w.substring or shard.meta().substring
+                   for shard, w in zip(self.shards, self._writers, strict=True))
 
     def ensure_substring(self, progress: Progress | None = None) -> int:
         """Extend the trigram index to every document of every shard (once; later writes keep

@@ -22,7 +22,8 @@ from ahocorasick_rs import BytesAhoCorasick, Implementation
 from projections.codec import dumps
 
 #: Bump when this module's semantics change (the fingerprint then changes and indexes rebuild).
-#: 2: a bounded rule's neighbours are ASCII letters and digits only (a token glued to `我`/`é`).
+#: 2: a bounded rule's neighbours are ASCII letters and digits only (a token glued to `我`/`é`),
+#: and the letter of an escape (`\nghp_…`) is none.
 ENGINE_VERSION = 2
 MARKER_PREFIX = "[redacted:"
 #: A kind names what was found: lowercase words joined by hyphens (`github-token`).
@@ -39,6 +40,12 @@ def _glue(char: str) -> bool:
     """Whether `char` would make a token beside it part of a longer blob (ASCII letter or digit:
     `str.isalnum` would count every script's letters and keep `密钥AKIA…` in clear)."""
     return char.isascii() and char.isalnum()
+
+
+def _escape(text: str, at: int) -> bool:
+    """Whether `text[at]` is the letter of an escape (`\\n`, `\\t`: JSON quoted inside text, as a
+    tool's output holds it): a token after it starts a line, it is not glued to an `n`."""
+    return at > 0 and text[at] in "nrt" and text[at - 1] == "\\"
 
 
 def marker(kind: str) -> str:
@@ -105,7 +112,8 @@ class Rule:
             start, end = match.span(group)
             if start >= end:
                 continue
-            if self.bounded and ((start > 0 and _glue(text[start - 1]))
+            if self.bounded and ((start > 0 and _glue(text[start - 1])
+                                  and not _escape(text, start - 1))
                                  or (end < len(text) and _glue(text[end]))):
                 continue
             value = text[start:end]

@@ -193,6 +193,15 @@ class EmbeddedBackend:
             row["problems"] = problems.get(row["shard"], [])
         return rows
 
+    def substring_ready(self) -> bool:
+        self._follow()
+        shards = self.runtime.open_shards
+        return shards is not None and shards.has_substring()
+
+    def build_substring_index(self) -> int:
+        self._follow()
+        return self.runtime.shards.ensure_substring(_index_build_progress)
+
     def ingest_unless_busy(self, paths: Sequence[Path]) -> bool:
         """Ingest unless another process holds the writer lock (then it is not waited for)."""
         with self.runtime.try_writing() as held:
@@ -214,6 +223,16 @@ class Recall:
     def __init__(self, backend: Backend, settings: Settings) -> None:
         self.backend = backend
         self.settings = settings
+        self._redact: Callable[[str], str] | None = None
+
+    def redact_text(self, text: str) -> str:
+        """`text` with every secret the redaction rules (these settings') find replaced by its
+        marker: for showing what never reached the index, such as a parked line's bytes."""
+        if self._redact is None:
+            from streams.core.detectors import build_redactor
+
+            self._redact = build_redactor(self.settings).redact_text
+        return self._redact(text)
 
     @classmethod
     def open(cls, data_dir: str | Path | None = None, *, settings: Settings | None = None,
@@ -282,6 +301,20 @@ class Recall:
                                     "RECALL_DATA_DIR/kafka-index host, or use `recall index "
                                     "digest` over Kafka")
         return self.backend.index_stats()
+
+    def substring_ready(self) -> bool:
+        """Whether a substring search answers without first building the substring index (an
+        index made without RECALL_SUBSTRING; over Kafka the workers keep their own: True)."""
+        if not isinstance(self.backend, EmbeddedBackend):
+            return True
+        return self.backend.substring_ready()
+
+    def build_substring_index(self) -> int:
+        """Extend the trigram index to every stored event (once; writers keep it complete from
+        then on): the documents added. A search in substring mode does this itself."""
+        if not isinstance(self.backend, EmbeddedBackend):
+            return 0
+        return self.backend.build_substring_index()
 
     def ingest_unless_busy(self, paths: Sequence[str | Path]) -> bool:
         """Ingest `paths` now unless another writer holds the data dir (embedded; over Kafka

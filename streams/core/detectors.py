@@ -291,10 +291,11 @@ def agent_log_rules() -> list[Rule]:
         # export FOO_TOKEN=…, .env lines, `FOO_PASSWORD=… cmd`: the name decides, not entropy.
         Rule("env-secret", _ENV, group="value", hints=_ENV_HINTS, check=is_env_secret,
              origin="recall", anchored=True),
-        # password = "…", "apiKey": "…", secret: … — the value must look machine-made.
+        # password = "…", "apiKey": "…", secret: … — the value must look machine-made. Quotes
+        # may be escaped (`\"password\":\"…\"`: JSON quoted in a tool's output or a parked line).
         own("secret-assignment",
-            rf"(?:{_KEY_WORD})[\"']?\]?[ \t]*"
-            r"(?::=|=>|[:=])[ \t]*(?:(?P<q>[\"'`])(?P<quoted>[^\s\"'`\\]{10,})(?P=q)"
+            rf"(?:{_KEY_WORD})\\*[\"']?\]?[ \t]*"
+            r"(?::=|=>|[:=])[ \t]*(?:\\*(?P<q>[\"'`])(?P<quoted>[^\s\"'`\\]{10,})\\*(?P=q)"
             r"|(?P<bare>[^\s\"'`\\,;()\[\]{}<>]{10,})(?![^\s\"'`\\,;)\]}<>]))",
             group=("quoted", "bare"), hints=_ASSIGNMENT_HINTS, check=looks_random, anchored=True),
     ]

@@ -32,7 +32,7 @@ def ui_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def ui_server(ui_data: Path) -> Iterator[str]:
-    """`recall ui --json` on a free loopback port: its printed URL."""
+    """`recall ui --json` on a free loopback port: its printed URL (with the access token)."""
     recall = Path(sys.executable).with_name("recall")
     proc = subprocess.Popen([str(recall), "--data-dir", str(ui_data), "ui", "--json"],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
@@ -42,8 +42,8 @@ def ui_server(ui_data: Path) -> Iterator[str]:
         if not first:
             raise AssertionError(f"recall ui exited: {proc.stderr.read().decode() if proc.stderr else ''}")
         info = orjson.loads(first)
-        assert info["url"].startswith("http://127.0.0.1:") and info["tokenRequired"] is False
-        yield str(info["url"]).rstrip("/")
+        assert info["url"].startswith("http://127.0.0.1:") and info["tokenRequired"] is True
+        yield str(info["url"])
     finally:
         proc.terminate()
         proc.wait(timeout=20)
@@ -81,11 +81,13 @@ def browser() -> Iterator[Any]:
 
 @pytest.fixture
 def page(browser: Any, ui_server: str, ui_data: Path) -> Iterator[Any]:
-    """The browser at 1280 px in light mode, ready for `page.get(path)`."""
+    """The browser at 1280 px in light mode, ready for `page.get(path)`: it opened the printed
+    URL first, as a person does, so it holds the access token's cookie."""
     browser.set_window_size(1280, 900)
+    browser.get(ui_server)
     browser.execute_cdp_cmd("Emulation.setEmulatedMedia", {"features": [
         {"name": "prefers-color-scheme", "value": "light"}]})
-    yield Page(browser, ui_server, ui_data)
+    yield Page(browser, ui_server.split("/?token=", 1)[0], ui_data)
 
 
 class Page:

@@ -9,11 +9,12 @@ loopback every request needs the access token (a bearer header, or a cookie set 
 
 from __future__ import annotations
 
+import base64
 import hmac
 import logging
 import secrets
 import threading
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
@@ -56,6 +57,10 @@ SECURITY_HEADERS = {
     "cache-control": "no-store",
 }
 _NOT_FOUND = frozenset({SESSION_QUERY_SESSION_NOT_FOUND, SESSION_QUERY_EVENT_NOT_FOUND})
+#: What the request asked for wrongly (beside every *INVALID* code): 400, not a server fault.
+_BAD_REQUEST = frozenset({"SESSION_REFERENCE_SELF_REFERENCE", "SESSION_REFERENCE_TOO_MANY",
+                          "SESSION_REFERENCE_BUDGET_EXCEEDED", "RECALL_QUERY_TOO_LONG",
+                          "RECALL_AMBIGUOUS_SESSION", "RECALL_USAGE"})
 
 
 def is_loopback(host: str) -> bool:
@@ -187,7 +192,8 @@ class UiApp:
                                    message=pages.line(exc.message), hint=pages.line(exc.hint))
             except RecallError as exc:
                 status = 404 if exc.code in _NOT_FOUND else 400 if "INVALID" in exc.code \
-                    or exc.code.endswith("AMBIGUOUS_SESSION") else 500
+                    or exc.code in _BAD_REQUEST else 409 if exc.code == "RECALL_NOT_WRITER" \
+                    else 500
                 return self.render("error.html", status, code=exc.code,
                                    message=pages.line(exc.message), hint=pages.line(exc.hint))
             except Exception:
@@ -203,7 +209,9 @@ class UiApp:
                 Route("/search", self.page(self.search)),
                 Route("/event", self.page(self.event)),
                 Route("/reference", self.page(self.reference), methods=["GET", "POST"]),
+                Route("/substring-index", self.page(self.build_substring), methods=["POST"]),
                 Route("/dead-letters", self.page(self.dead_letters)),
+                Route("/dead-letters/raw", self.page(self.dead_letter_raw)),
                 Mount("/static", StaticFiles(directory=HERE / "static"), name="static")]
 
     # --- pages ----------------------------------------------------------------------------------
@@ -310,9 +318,30 @@ class UiApp:
         form = self._search_form(request)
         result: dict[str, Any] = {"hits": [], "next": None, "notice": "", "within": False,
                                   "session": None}
+        needs_build = ""
         if form.query.strip():
-            result = self.search_page(form)
-        return self.render("search.html", form=form, nav="search", **result)
+            if form.substring and not self.recall.substring_ready():
+                # A GET changes nothing (a page elsewhere can make the browser send one): the
+                # build is offered as a POST of its own, with the anti-forgery token.
+                needs_build = url_for("/search", *form.link_args())
+            else:
+                result = self.search_page(form)
+        return self.render("search.html", form=form, nav="search", needs_build=needs_build,
+                           **result)
+
+    def build_substring(self, request: Request) -> Response:
+        """POST: extend the index for substring search, then back to the search that asked."""
+        form: dict[str, Any] = request.state.form
+        self._check_form(form, "press the button on the search page again")
+        self.recall.build_substring_index()
+        back = str(form.get("next", ""))
+        return RedirectResponse(back if back.startswith("/search?") else "/search",
+                                status_code=303, headers=SECURITY_HEADERS)
+
+    def _check_form(self, form: Mapping[str, Any], hint: str) -> None:
+        if not hmac.compare_digest(str(form.get("csrf", "")).encode(), self.csrf.encode()):
+            raise PageError(403, "RECALL_USAGE", "the form is stale or did not come from this "
+                            "page", hint)
 
     def event(self, request: Request) -> Response:
         """One event: its content, neighbours, trace; the raw JSON on demand."""
@@ -397,16 +426,34 @@ class UiApp:
     def dead_letters(self, request: Request) -> Response:
         """Rejected input, why, and its original bytes (over Kafka: the dead-letter topic)."""
         items = self.recall.dead_letters()
-        return self.render("dead_letters.html", items=pages.parked(items), nav="dead")
+        return self.render("dead_letters.html", items=pages.parked(items, self.recall.redact_text),
+                           nav="dead")
+
+    def dead_letter_raw(self, request: Request) -> Response:
+        """One parked record's original bytes, as a download (never rendered in the page)."""
+        number = _int(request.query_params.get("n"), "n")
+        items = self.recall.dead_letters()
+        if number >= len(items) or not items[number].get("bytes"):
+            raise PageError(404, "RECALL_USAGE", f"no parked bytes numbered {number}",
+                            "open the dead-letters page again")
+        try:
+            raw = base64.b64decode(str(items[number]["bytes"]), validate=True)
+        except ValueError:
+            raw = str(items[number]["bytes"]).encode()
+        return Response(raw, media_type="application/octet-stream", headers={
+            **SECURITY_HEADERS,
+            "content-disposition": f'attachment; filename="dead-letter-{number}.bin"'})
 
 
 def create_app(recall: Any, *, token: str | None = None, loopback: bool = True,
-               data_dir: Path | None = None) -> ASGIApp:
-    """The ASGI app. On loopback without a token, only loopback Host headers are served (a
-    web page elsewhere cannot rebind a name to 127.0.0.1 and read these pages)."""
+               data_dir: Path | None = None, hosts: Sequence[str] = ()) -> ASGIApp:
+    """The ASGI app. With `token`, nothing is served without it (another local user cannot
+    read the pages: `recall ui` sets one unless told not to). On loopback only loopback Host
+    headers are served, `hosts` (the address listened on) among them: a web page elsewhere
+    cannot rebind a name to 127.0.0.1 and read these pages."""
     ui = UiApp(recall, data_dir=data_dir)
-    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=list(LOOPBACK_HOSTS))] \
-        if loopback and token is None else []
+    allowed = list(dict.fromkeys([*LOOPBACK_HOSTS, *hosts]))
+    middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=allowed)] if loopback else []
     app: ASGIApp = Starlette(routes=ui.routes(), middleware=middleware)
     app.state.ui = ui  # type: ignore[attr-defined]
     if token is not None:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import base64
 import datetime
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -425,7 +425,8 @@ def writes(header: Mapping[str, Any] | None) -> bool:
 
 @dataclass(frozen=True, slots=True)
 class Parked:
-    """One dead letter: where it came from, why, and its original bytes."""
+    """One dead letter: where it came from, why, and its bytes with secrets redacted (the
+    original stays in the store, for repair: `raw_url` downloads it)."""
 
     code: str
     reason: str
@@ -435,21 +436,26 @@ class Parked:
     at: str
     length: Any
     original: str
+    raw_url: str
 
 
-def parked(items: Iterable[Mapping[str, Any]]) -> list[Parked]:
+def parked(items: Iterable[Mapping[str, Any]], redact: Callable[[str], str]) -> list[Parked]:
+    """The dead letters as shown: text redacted as the index would have it (a parked line
+    never reached the redacting index, and may hold a secret)."""
     out = []
-    for item in items:
+    for number, item in enumerate(items):
         try:
             raw = base64.b64decode(str(item.get("bytes") or ""), validate=True)
             original = raw.decode("utf-8", "backslashreplace")
         except ValueError:
             original = str(item.get("bytes") or "")
-        out.append(Parked(code=line(item.get("code")), reason=line(item.get("reason")),
+        out.append(Parked(code=line(item.get("code")), reason=line(redact(str(item.get("reason")
+                                                                               or ""))),
                           source=line(item.get("source")), line_no=item.get("line"),
                           session_id=line(item.get("sessionId") or "-"),
                           at=ms_to_text(item.get("at")), length=item.get("length"),
-                          original=body(original)))
+                          original=body(redact(original)),
+                          raw_url=f"/dead-letters/raw?n={number}" if item.get("bytes") else ""))
     return out
 
 
