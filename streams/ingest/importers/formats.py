@@ -10,6 +10,7 @@ from streams.ingest.importers import (
     copilot_cli,
     copilot_legacy,
     gemini_cli,
+    kimi_cli,
     opencode,
     pi,
     roo_code,
@@ -28,6 +29,7 @@ REGISTRY: tuple[ImporterSpec, ...] = (
     continue_dev.SPEC,
     roo_code.SPEC,
     roo_code.API_SPEC,
+    kimi_cli.SPEC,
     aider.SPEC,
     claude_code.SPEC,
 )

@@ -26,6 +26,7 @@ from importer_support import (
     GEMINI_2025,
     GEMINI_JSONL,
     GEMINI_MAIN,
+    KIMI,
     OPENCODE_CHILD,
     OPENCODE_ERROR,
     PI,
@@ -45,7 +46,7 @@ CONFUSED: list[Any] = [[1], {}, 1, None, "x", True, [[1]], {"a": [1]}, -1, 1.5, 
 
 JSONL = [("claude-code", CC_1098), ("claude-code", CC_2114), ("claude-code", CC_215),
          ("codex", CODEX), ("gemini-cli-jsonl", GEMINI_JSONL), ("copilot-cli", COPILOT),
-         ("copilot-cli", COPILOT_COMPACTION), ("pi", PI)]
+         ("copilot-cli", COPILOT_COMPACTION), ("pi", PI), ("kimi-cli", KIMI)]
 DOCUMENTS = [("gemini-cli", GEMINI_MAIN, "messages"), ("gemini-cli", GEMINI_2025, "messages"),
              ("copilot-cli-legacy", COPILOT_LEGACY, "timeline"),
              ("opencode", OPENCODE_ERROR, "messages"), ("opencode", OPENCODE_CHILD, "messages"),
