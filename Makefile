@@ -30,6 +30,7 @@ lint: $(STAMP)
 	$(BIN)/ruff check projections indexer streams tests bench
 	$(BIN)/mypy projections indexer
 	$(BIN)/mypy streams
+	$(BIN)/lint-imports
 
 # The Apache Kafka broker's jars (docker/kafka/pom.xml), fetched once into a cache; a no-op after.
 kafka:
