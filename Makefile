@@ -15,7 +15,7 @@ NEED_KAFKA := $(if $(filter apache all,$(subst $(comma), ,$(RECALL_TEST_BROKER))
 
 .PHONY: setup demo test lint unit bench chaos fuzz lowest clean kafka
 
-$(STAMP): pyproject.toml indexer/_matchcount.c
+$(STAMP): pyproject.toml setup.py indexer/_matchcount.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
 	$(BIN)/python -m pip install -q -e '.[test,bench,mcp,ui]'
@@ -23,7 +23,16 @@ $(STAMP): pyproject.toml indexer/_matchcount.c
 
 setup: $(STAMP)
 
-demo: $(STAMP)
+# The demo needs the package alone: no test, bench, mcp or ui extras (linters, brokers, a
+# browser driver). A venv `make setup` already made is used as it is.
+DEMO_STAMP := $(VENV)/.installed-demo
+$(DEMO_STAMP): pyproject.toml setup.py indexer/_matchcount.c
+	test -x $(BIN)/python || $(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e .
+	touch $(DEMO_STAMP)
+
+demo: $(if $(wildcard $(STAMP)),$(STAMP),$(DEMO_STAMP))
 	$(BIN)/recall demo
 
 lint: $(STAMP)
