@@ -12,6 +12,7 @@ from streams.ingest.importers import (
     gemini_cli,
     kimi_cli,
     opencode,
+    openhands,
     pi,
     roo_code,
 )
@@ -30,6 +31,7 @@ REGISTRY: tuple[ImporterSpec, ...] = (
     roo_code.SPEC,
     roo_code.API_SPEC,
     kimi_cli.SPEC,
+    openhands.SPEC,
     aider.SPEC,
     claude_code.SPEC,
 )

@@ -29,6 +29,7 @@ from importer_support import (
     KIMI,
     OPENCODE_CHILD,
     OPENCODE_ERROR,
+    OPENHANDS,
     PI,
     ROO_API,
     ROO_UI,
@@ -51,7 +52,8 @@ DOCUMENTS = [("gemini-cli", GEMINI_MAIN, "messages"), ("gemini-cli", GEMINI_2025
              ("copilot-cli-legacy", COPILOT_LEGACY, "timeline"),
              ("opencode", OPENCODE_ERROR, "messages"), ("opencode", OPENCODE_CHILD, "messages"),
              ("continue", CONTINUE, "history"),
-             ("roo-code", ROO_UI, None), ("roo-code-api", ROO_API, None)]  # None: a JSON array
+             ("roo-code", ROO_UI, None), ("roo-code-api", ROO_API, None),
+             ("openhands", OPENHANDS, None)]  # None: a JSON array
 
 
 def _read(name: str) -> bytes:

@@ -49,6 +49,7 @@ EXPECTED: dict[str, list[tuple[str, str | None, str | None]]] = {
         ("ac8aa7b4-319c-4925-a139-4f4adca81921:api", None, "<task>\nBonjour, je suis")],
     "agents/kimi-cli/00d5060aaec3fda180930ea52304b87b/d8447fa8-9d8e-41af-9fc6-a12e4a196b6c.jsonl": [
         ("d8447fa8-9d8e-41af-9fc6-a12e4a196b6c", None, "You will be provided with a partial")],
+    "agents/openhands/basic_gui_mode.json": [("basic_gui_mode", None, "I want to create a VueJS")],
     "agents/copilot-cli-1.0.34-events.jsonl": [
         ("96ef38f0-9d09-45c3-8124-6448c36090ed", None, "請不要修改任何代碼")],
     "agents/copilot-cli-1.0.74-compaction.jsonl": [
