@@ -185,6 +185,9 @@ class EmbeddedRuntime:
             return
         if self._shards is None or self._shards_path != live or self._needs_creation():
             self._open_live()
+        # Retired generations (each a full index copy) go once their retention ends, at the
+        # next write of any command or the watcher's next batch, not at the next reindex.
+        self.generations.cleanup(self.settings.snapshot_retention_s)
 
     # --- writes -------------------------------------------------------------------------------
 
