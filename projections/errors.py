@@ -28,6 +28,8 @@ INGEST_TOO_DEEP = "INGEST_TOO_DEEP"
 INGEST_CORRUPT_COMPRESSION = "INGEST_CORRUPT_COMPRESSION"
 INGEST_FILE_TOO_LARGE = "INGEST_FILE_TOO_LARGE"
 INGEST_IMPORTER_FAILED = "INGEST_IMPORTER_FAILED"
+#: not parked: a device, FIFO or socket named or linked as a log is refused before any read
+INGEST_NOT_A_FILE = "INGEST_NOT_A_FILE"
 
 # Codes of the operator-facing errors that are ours (docs/PROTOCOL.md names query/reference codes only).
 RECALL_USAGE = "RECALL_USAGE"

@@ -27,6 +27,7 @@ from projections.errors import (
     INGEST_AFTER_REJECTED,
     INGEST_DUPLICATE_CONFLICT,
     INGEST_OVERSIZED_EVENT,
+    RECALL_IO_ERROR,
     InputRejected,
     StoreCorrupt,
 )
@@ -235,7 +236,8 @@ class Ingestor:
                 self._ingest_file(path, fmt, report)
             except OSError as exc:  # vanished or unreadable: say so and go on with the others
                 report.unreadable.append({"source": source_key(path),
-                                          "error": f"{type(exc).__name__}: {exc.strerror or exc}"})
+                                          "error": f"{type(exc).__name__}: {exc.strerror or exc}",
+                                          "code": getattr(exc, "code", RECALL_IO_ERROR)})
             if done % SAVE_EVERY_FILES == 0:
                 self._save_registry()
             if progress is not None:

@@ -19,13 +19,17 @@ sources records (its prefix hash is blake2b-128 of the consumed bytes).
 
 from __future__ import annotations
 
+import errno
 import hashlib
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import zstandard
 
+from projections.errors import INGEST_NOT_A_FILE
 from projections.logformat import ZSTD_MAGIC
 
 #: Bytes read from disk per step.
@@ -33,6 +37,39 @@ READ_CHUNK = 1 << 20
 #: Compressed bytes handed to the decoder per step. zstd's densest block (RLE) turns 4 bytes into
 #: 128 KiB, so 512 bytes yield at most 16 MiB: the bound on one step's output.
 ZSTD_PIECE = 512
+
+
+class NotAFile(OSError):
+    """A path that is no regular file (a device, FIFO, socket, or a link to one): refused before
+    any read, as `/dev/zero` never ends and a FIFO's open waits for a writer forever."""
+
+    code = INGEST_NOT_A_FILE
+
+    def __init__(self, path: Path, mode: int) -> None:
+        kind = ("a character device" if stat.S_ISCHR(mode) else "a block device"
+                if stat.S_ISBLK(mode) else "a FIFO" if stat.S_ISFIFO(mode) else "a socket"
+                if stat.S_ISSOCK(mode) else "a directory" if stat.S_ISDIR(mode)
+                else "not a regular file")
+        super().__init__(errno.EINVAL, f"{INGEST_NOT_A_FILE}: {kind}, not a log file (refused "
+                         "before any read)", os.fspath(path))
+
+
+def open_regular(path: Path) -> Any:
+    """`path` opened for binary reading if it is a regular file (after links), else NotAFile.
+    The open does not wait (O_NONBLOCK: a FIFO swapped in after the check), and the opened
+    file is checked again."""
+    mode = os.stat(path).st_mode
+    if not stat.S_ISREG(mode):
+        raise NotAFile(path, mode)
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            raise NotAFile(path, mode)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
 
 
 def stream_hasher() -> Any:
@@ -167,11 +204,15 @@ class _Splitter:
             return data[first_nl + 1:]
         last_nl = data.rfind(b"\n")
         if last_nl - first_nl > self.max_line:
-            # A line in between may be over the cap: take one line and look again.
-            self.out += data[:first_nl + 1]
-            self.lines_done += 1
-            self.line_start = len(self.out)
-            return data[first_nl + 1:]
+            # A line in between may be over the cap: keep the lines before the first such line
+            # (one step: taking a line at a time re-sliced the rest each time, quadratic in a
+            # piece of millions of short lines), then that line goes to the skip above.
+            long_at = _first_long_line(data, first_nl + 1, last_nl, self.max_line)
+            if long_at >= 0:
+                self.out += data[:long_at]
+                self.lines_done += data.count(b"\n", 0, long_at)
+                self.line_start = len(self.out)
+                return data[long_at:]
         self.out += data[:last_nl + 1]
         self.lines_done += data.count(b"\n", 0, last_nl + 1)
         self.line_start = len(self.out)
@@ -204,6 +245,26 @@ class _Splitter:
             self.skip = None
 
 
+def _first_long_line(data: bytes, start: int, end: int, max_line: int) -> int:
+    """Where the first line of `data[start:end + 1]` (lines ending in newlines, the last at
+    `end`) longer than `max_line` starts, or -1. Linear: such a line holds a whole aligned block
+    of `max_line // 2` bytes without a newline, so only blocks without one are looked into."""
+    block = max(1, max_line // 2)
+    at = start // block * block
+    while at < end:
+        low, high = max(at, start), min(at + block, end)
+        if data.find(b"\n", low, high) >= 0:
+            at += block
+            continue
+        line_start = data.rfind(b"\n", start, low) + 1 if low > start else start
+        line_start = max(line_start, start)
+        line_end = data.find(b"\n", low, end + 1)
+        if line_end - line_start > max_line:
+            return line_start
+        at = max(at + block, line_end // block * block)
+    return -1
+
+
 def read_source(path: Path, *, max_line: int, max_total: int,
                 checkpoint: int | None = None) -> SourceText:
     """Read `path` (raw or concatenated zstd frames) under the caps. `checkpoint` asks for the
@@ -213,7 +274,7 @@ def read_source(path: Path, *, max_line: int, max_total: int,
     compressed = False
     truncated = False
     corrupt: str | None = None
-    with path.open("rb") as handle:
+    with open_regular(path) as handle:
         head = handle.read(READ_CHUNK)
         size += len(head)
         compressed = head.startswith(ZSTD_MAGIC)

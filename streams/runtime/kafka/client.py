@@ -182,7 +182,8 @@ class KafkaBackend:
                     read = self._read(path, fmt, report, sent.seen(key, self.target))
                 except OSError as exc:  # vanished or unreadable: say so and go on
                     report.unreadable.append({"source": key, "error":
-                                              f"{type(exc).__name__}: {exc.strerror or exc}"})
+                                              f"{type(exc).__name__}: {exc.strerror or exc}",
+                                              "code": getattr(exc, "code", "RECALL_IO_ERROR")})
                 else:
                     if read is not None:
                         records, rejections, entry = read
