@@ -226,12 +226,46 @@ def _preview(event: Mapping[str, Any]) -> str:
     return visible(text)
 
 
+def _arguments_text(arguments: Any) -> str:
+    """A tool call's arguments for a multi-line view: one `key: value` per argument, a string
+    value as its text (its newlines and tabs as layout, not JSON's `\\n`), anything else as JSON."""
+    if not isinstance(arguments, dict):
+        return arguments if isinstance(arguments, str) else dumps(arguments).decode("utf-8")
+    return "\n".join(f"{key}: {value if isinstance(value, str) else dumps(value).decode()}"
+                     for key, value in arguments.items())
+
+
+def call_layout(event: Mapping[str, Any]) -> str | None:
+    """The text of an event that makes tool calls, laid out for a multi-line view (the message's
+    own words, then each call's name and arguments); None for any other event."""
+    kind = str(event.get("type"))
+    data = event.get("data")
+    if kind == "tool/call" and isinstance(data, dict) and "name" in data:
+        return f"{data.get('name')}\n{_arguments_text(data.get('arguments', data.get('input')))}"
+    message = message_of(kind, data) if kind == "assistant/message" else None
+    blocks = message.get("content") if message else None
+    if not isinstance(blocks, list) or not any(
+            isinstance(b, dict) and b.get("type") == "tool-call" for b in blocks):
+        return None
+    parts: list[str] = []
+    for block in blocks:
+        if not isinstance(block, dict):
+            continue
+        if block.get("type") == "text" and isinstance(block.get("text"), str):
+            parts.append(block["text"])
+        elif block.get("type") == "tool-call":
+            parts.append(f"→ {block.get('name') or block.get('toolName')}\n"
+                         + _arguments_text(block.get("arguments", block.get("input"))))
+    return "\n".join(parts)
+
+
 def entry_lines(event: Mapping[str, Any], surface: str | None, text: str | None = None, *,
                 target: bool = False) -> list[Text]:
     """One event of a transcript: a head line (marker, seq, role, surface badge, time,
     replacement marker), then its semantic text indented; structural events show a preview of
     their data instead. Shadowed events are dimmed, the target of `show` is bold."""
-    body = extract_text(event) if text is None else text
+    laid_out = call_layout(event)
+    body = laid_out if laid_out is not None else extract_text(event) if text is None else text
     style = "bold" if target else (DIM if surface == "shadowed" else "")
     badge = f" [{surface}]" if surface else ""
     head = Text(f"{'▶' if target else '─'} seq {event.get('seq')} · {role_of(event)}{badge}"

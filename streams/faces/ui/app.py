@@ -57,6 +57,8 @@ SECURITY_HEADERS = {
     "cache-control": "no-store",
 }
 _NOT_FOUND = frozenset({SESSION_QUERY_SESSION_NOT_FOUND, SESSION_QUERY_EVENT_NOT_FOUND})
+_NOT_FOUND_HINT = ("the Sessions page lists every session (filter it by title, agent or "
+                   "directory); a unique prefix of an id will do")
 #: What the request asked for wrongly (beside every *INVALID* code): 400, not a server fault.
 _BAD_REQUEST = frozenset({"SESSION_REFERENCE_SELF_REFERENCE", "SESSION_REFERENCE_TOO_MANY",
                           "SESSION_REFERENCE_BUDGET_EXCEEDED", "RECALL_QUERY_TOO_LONG",
@@ -194,8 +196,10 @@ class UiApp:
                 status = 404 if exc.code in _NOT_FOUND else 400 if "INVALID" in exc.code \
                     or exc.code in _BAD_REQUEST else 409 if exc.code == "RECALL_NOT_WRITER" \
                     else 500
+                # The CLI's next step (`recall sessions`) means nothing to a browser user.
+                hint = _NOT_FOUND_HINT if exc.code in _NOT_FOUND else pages.line(exc.hint)
                 return self.render("error.html", status, code=exc.code,
-                                   message=pages.line(exc.message), hint=pages.line(exc.hint))
+                                   message=pages.line(exc.message), hint=hint)
             except Exception:
                 log.exception("recall ui: a page failed")
                 return self.render("error.html", 500, code="RECALL_INTERNAL_ERROR",
@@ -203,8 +207,14 @@ class UiApp:
                                    hint="see the server's log")
         return endpoint
 
+    def no_page(self, request: Request, exc: Exception) -> Response:
+        """A URL no page answers: the error page, with the way back, never a bare text."""
+        return self.render("error.html", 404, code="RECALL_USAGE", message="no such page",
+                           hint="open the Sessions page, or search from the box above")
+
     def routes(self) -> list[Route | Mount]:
         return [Route("/", self.page(self.sessions)),
+                Route("/favicon.ico", lambda _: RedirectResponse("/static/favicon.svg", 308)),
                 Route("/session", self.page(self.session)),
                 Route("/search", self.page(self.search)),
                 Route("/event", self.page(self.event)),
@@ -454,7 +464,8 @@ def create_app(recall: Any, *, token: str | None = None, loopback: bool = True,
     ui = UiApp(recall, data_dir=data_dir)
     allowed = list(dict.fromkeys([*LOOPBACK_HOSTS, *hosts]))
     middleware = [Middleware(TrustedHostMiddleware, allowed_hosts=allowed)] if loopback else []
-    app: ASGIApp = Starlette(routes=ui.routes(), middleware=middleware)
+    app: ASGIApp = Starlette(routes=ui.routes(), middleware=middleware,
+                             exception_handlers={404: ui.no_page})
     app.state.ui = ui  # type: ignore[attr-defined]
     if token is not None:
         app = TokenGate(app, token)

@@ -14,9 +14,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from projections.codec import JSONDecodeError, dumps, dumps_pretty, loads
-from projections.extraction import HIGHLIGHT_CLOSE, HIGHLIGHT_OPEN, extract_text, message_of
+from projections.extraction import (
+    HIGHLIGHT_CLOSE,
+    HIGHLIGHT_OPEN,
+    block_pieces,
+    extract_text,
+    message_of,
+)
 from projections.fold import fold_surface
 from projections.surfaces import surfaces_from_fold
+from projections.titles import NOT_INJECTED, SOURCE_NAMES, source_code
 from streams.facade import SearchOptions, mark_queries
 from streams.faces.textsafe import visible
 from streams.faces.views import role_of, without_raw
@@ -126,7 +133,7 @@ class Entry:
     time: str
     surface: str
     text: str
-    kind: str  # message | tool | boundary | marker | other
+    kind: str  # message | injected | thinking | tool | boundary | marker | other
     replaced_by: int | None = None
     replaced_how: str = ""
     replaces: str = ""
@@ -163,6 +170,29 @@ def _result_call_id(event: Mapping[str, Any]) -> str | None:
     return None
 
 
+def _blocks(event: Mapping[str, Any]) -> list[Any]:
+    message = message_of(str(event.get("type")), event.get("data")) or {}
+    blocks = message.get("content")
+    return blocks if isinstance(blocks, list) else []
+
+
+def _call_ids(event: Mapping[str, Any]) -> list[str]:
+    """The ids of the tool calls an assistant message makes."""
+    return [str(b.get("id") or b.get("toolCallId")) for b in _blocks(event)
+            if isinstance(b, dict) and b.get("type") == "tool-call"]
+
+
+def _thinking(event: Mapping[str, Any]) -> str:
+    """The reasoning a message carries (shown collapsed when it is all the message holds)."""
+    return "\n\n".join(str(b.get("text") or "") for b in _blocks(event)
+                       if isinstance(b, dict) and b.get("type") == "reasoning").strip()
+
+
+def _injected(event: Mapping[str, Any]) -> bool:
+    """A user message a plugin, the harness or a reference put in: collapsed like tool output."""
+    return SOURCE_NAMES.get(source_code(event)) not in NOT_INJECTED
+
+
 def _preview(event: Mapping[str, Any]) -> str:
     data = without_raw(event).get("data")
     if data in (None, {}, []):
@@ -191,6 +221,13 @@ def transcript(events: Sequence[Mapping[str, Any]]) -> list[Entry]:
         seq, kind_name = int(event["seq"]), str(event.get("type"))
         op = event.get("surfaceOp")
         text = extract_text(event)
+        calls = _call_ids(event) if kind_name == "assistant/message" else []
+        if calls and all(c in names for c in calls):
+            # Each call has its own tool/call entry: the message keeps only its own words, so a
+            # call shows once (as `recall events` shows it).
+            text = "\n".join(p for p in block_pieces(_blocks(event), text_only=True) if p)
+            if not text.strip() and replacer_of.get(seq) is None:
+                continue
         replaced_by = replacer_of.get(seq)
         how = _replacement_kind(by_seq.get(replaced_by)) if replaced_by is not None else ""
         common: dict[str, Any] = {"seq": seq, "type": line(kind_name), "role": role_of(event),
@@ -208,6 +245,10 @@ def transcript(events: Sequence[Mapping[str, Any]]) -> list[Entry]:
             name = str((event.get("data") or {}).get("name") or "") if kind_name == "tool/call" \
                 else names.get(_result_call_id(event) or "", "")
             out.append(Entry(**common, text=body(text), kind="tool", tool_name=line(name)))
+        elif op == "append" and not text.strip() and _thinking(event):
+            out.append(Entry(**common, text=body(_thinking(event)), kind="thinking"))
+        elif op == "append" and _injected(event):
+            out.append(Entry(**common, text=body(text), kind="injected"))
         elif op == "append" or text:
             out.append(Entry(**common, text=body(text) or ("(no text)" if op == "append"
                                                            else ""),
