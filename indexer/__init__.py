@@ -1,14 +1,43 @@
 """Storage and read side: surface-tagged documents → sharded SQLite FTS5 → search / reference."""
 
-from indexer.config import IndexConfig
-from indexer.errors import SourceConflict
-from indexer.maintenance import check_integrity, optimize_shards, shard_stats
-from indexer.ranking import merge_page
-from indexer.routing import shard_of
-from indexer.search import search_shard
-from indexer.service import QueryService
-from indexer.shardset import ShardSet
-from indexer.snippet import make_snippet
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from indexer.config import IndexConfig
+    from indexer.errors import SourceConflict
+    from indexer.maintenance import check_integrity, optimize_shards, shard_stats
+    from indexer.ranking import merge_page
+    from indexer.routing import shard_of
+    from indexer.search import search_shard
+    from indexer.service import QueryService
+    from indexer.shardset import ShardSet
+    from indexer.snippet import make_snippet
+
+# Loaded on first use: a command that reads one module (indexer.normalize) skips the rest.
+_WHERE = {
+    "IndexConfig": "indexer.config",
+    "SourceConflict": "indexer.errors",
+    "check_integrity": "indexer.maintenance",
+    "optimize_shards": "indexer.maintenance",
+    "shard_stats": "indexer.maintenance",
+    "merge_page": "indexer.ranking",
+    "shard_of": "indexer.routing",
+    "search_shard": "indexer.search",
+    "QueryService": "indexer.service",
+    "ShardSet": "indexer.shardset",
+    "make_snippet": "indexer.snippet",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _WHERE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(_WHERE[name]), name)
+    globals()[name] = value
+    return value
 
 __all__ = [
     "IndexConfig",

@@ -3,30 +3,44 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from indexer import QueryService
-from projections.errors import RecallError, SessionQueryError
+from projections.errors import SESSION_QUERY_SESSION_NOT_FOUND, RecallError, SessionQueryError
 from streams.core.settings import Settings, load_settings
-from streams.ingest.edge import IngestReport
-from streams.runtime.embedded.runtime import EmbeddedRuntime
-from streams.service.operations import AMBIGUOUS_SHOWN as AMBIGUOUS_SHOWN
-from streams.service.operations import SESSION_NOT_FOUND as SESSION_NOT_FOUND
-from streams.service.operations import dispatch
-from streams.service.operations import pick_sessions as pick_sessions
-from streams.service.owned import SessionExists, new_header, require_writer
-from streams.service.owned import user_message as user_message
-from streams.service.reference import ReferenceService, number_events
 
+# The runtimes, the index and the service load when first used: a command imports only what
+# it runs (`recall search` never loads the ingest edge or the Kafka client).
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
+    from indexer import QueryService
+    from streams.ingest.edge import IngestReport
     from streams.ingest.hook import HookPayload
     from streams.ingest.watch import Watcher
+    from streams.service.operations import AMBIGUOUS_SHOWN as AMBIGUOUS_SHOWN
+    from streams.service.operations import pick_sessions as pick_sessions
+    from streams.service.owned import user_message as user_message
+    from streams.service.reference import ReferenceService
+
+#: Names the faces take from here, loaded on first use.
+_LAZY = {"AMBIGUOUS_SHOWN": "streams.service.operations",
+         "pick_sessions": "streams.service.operations",
+         "user_message": "streams.service.owned"}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(_LAZY[name]), name)
+
+
+SESSION_NOT_FOUND = SESSION_QUERY_SESSION_NOT_FOUND
 
 #: Operations that need no open index (they still work while it is damaged).
 _INDEX_FREE = frozenset({"index_generation"})
@@ -47,12 +61,34 @@ def build_request(query: str | None, request: Mapping[str, Any] | None,
     return out
 
 
+class _Importers(Mapping[str, Any]):
+    """The importer registry, loaded when an ingest first asks for an importer (a read never
+    does; the registry imports every importer)."""
+
+    def _registry(self) -> Mapping[str, Any]:
+        from streams.ingest.importers import IMPORTERS
+
+        return IMPORTERS
+
+    def __getitem__(self, name: str) -> Any:
+        return self._registry()[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._registry())
+
+    def __len__(self) -> int:
+        return len(self._registry())
+
+
+def _detect_format(path: Path, head: bytes) -> str | None:
+    from streams.ingest.importers import detect_format
+
+    return detect_format(path, head)
+
+
 def importer_options() -> dict[str, Any]:
     """The foreign-format importers and their detector, for the ingest edge."""
-    from streams.ingest import importers
-
-    return {"importers": getattr(importers, "IMPORTERS", {}),
-            "detect": getattr(importers, "detect_format", None)}
+    return {"importers": _Importers(), "detect": _detect_format}
 
 
 def _index_build_progress(shard: int, done: int, total: int) -> None:
@@ -92,6 +128,8 @@ class EmbeddedBackend:
 
     def __init__(self, settings: Settings, **runtime_options: Any) -> None:
         self.settings = settings
+        from streams.runtime.embedded.runtime import EmbeddedRuntime
+
         self.runtime = EmbeddedRuntime(settings, **runtime_options)
         self._query: QueryService | None = None
         self._attach()
@@ -106,6 +144,9 @@ class EmbeddedBackend:
         if shards is None or not self._attached:
             return
         self._shards = shards
+        from indexer import QueryService
+        from streams.service.reference import ReferenceService
+
         self._query = QueryService(self._shards, progress=_index_build_progress)
         self._reference = ReferenceService(
             self._query, self._append, max_references=self.settings.max_references,
@@ -151,17 +192,22 @@ class EmbeddedBackend:
     def _append(self, session_id: str, events: Sequence[Mapping[str, Any]]) -> list[int]:
         # Numbered under the lock, from state revalidated under it: another writer may have
         # appended to this session since the reference was prepared.
+        from streams.service.owned import require_writer
+        from streams.service.reference import number_events
+
         with self.runtime.writing():
             stored = self.runtime.store.load(session_id)
             if stored is None:
                 raise SessionQueryError(f"session {session_id!r} not found",
-                                        code="SESSION_QUERY_SESSION_NOT_FOUND")
+                                        code=SESSION_QUERY_SESSION_NOT_FOUND)
             require_writer(stored.header)  # the store's header is the authority, under the lock
             return self.runtime.append_events(stored.header,
                                               number_events(stored.state.next_seq, events))
 
     def create_session(self, header: Mapping[str, Any]) -> dict[str, Any]:
         """Store a new session recall writes: its header line, indexed at once."""
+        from streams.service.owned import SessionExists
+
         with self.runtime.writing():
             if self.runtime.store.load(str(header["id"])) is not None:
                 raise SessionExists(f"session {header['id']!r} already exists")
@@ -170,6 +216,8 @@ class EmbeddedBackend:
         return dict(header)
 
     def call(self, op: str, args: Mapping[str, Any]) -> Any:
+        from streams.service.operations import dispatch
+
         return dispatch(self, op, args)
 
     def ingest(self, paths: Sequence[Path], *, fmt: str = "auto",
@@ -431,6 +479,8 @@ class Recall:
                        created_at: int | None = None) -> dict[str, Any]:
         """Create a session that recall writes (header `"writer": "recall"`); returns its
         header. References to it append `[context, readable]`; `append_events` adds to it."""
+        from streams.service.owned import new_header
+
         header = new_header(session_id, cwd=cwd, parent_session=parent_session,
                             agent_preset=agent_preset, created_at=created_at)
         return dict(self.backend.create_session(header))
@@ -445,6 +495,8 @@ class Recall:
     def append_message(self, session_id: str, text: str, *,
                        message_id: str | None = None) -> dict[str, Any]:
         """Append a person's message (`user/message`, source user) to a session recall writes."""
+        from streams.service.owned import user_message
+
         return self.append_events(session_id, [user_message(text, message_id=message_id)])
 
     def list_candidates(self, target_session_id: str, query: str = "",
@@ -616,6 +668,9 @@ def check_index(settings: Settings) -> dict[str, Any]:
     if settings.broker:
         raise _unsupported_here("index check",
                                 "run it with --data-dir set to a worker's data dir")
+
+    from streams.runtime.embedded.runtime import EmbeddedRuntime
+
     runtime = EmbeddedRuntime(settings)
     try:
         return runtime.check()

@@ -2,18 +2,80 @@
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+from importlib.util import find_spec
+from pathlib import Path
+
 from indexer import IndexConfig
-from streams.core.detectors import build_redactor
+from projections.codec import dumps_sorted, loads
 from streams.core.settings import Settings
+
+#: Beside the data dir's index: the redaction rules' fingerprint and what it was made from.
+FINGERPRINT_FILE = "redaction-fingerprint.json"
 
 
 def index_config(settings: Settings) -> IndexConfig:
     """The shard set's configuration: its layout, limits and the redaction rules' fingerprint
     (an index built under other rules is rebuilt)."""
     return IndexConfig(shards=settings.shards, default_limit=settings.default_limit,
-                       redaction=build_redactor(settings).fingerprint,
+                       redaction=redaction_fingerprint(settings),
                        max_limit=settings.max_limit, snippet_chars=settings.snippet_chars,
                        read_window_max=settings.read_window_max,
                        live_window_ms=settings.live_window_ms,
                        snapshot_retention_s=settings.snapshot_retention_s,
                        substring=settings.substring)
+
+
+def _rules_source() -> str | None:
+    """A digest of everything the rules are built from besides the settings: the detectors'
+    module, the redaction engine and detect-secrets' version (None if one cannot be read)."""
+    digest = hashlib.sha256()
+    try:
+        for name in ("streams.core.detectors", "projections.redaction"):
+            spec = find_spec(name)
+            if spec is None or spec.origin is None:
+                return None
+            digest.update(Path(spec.origin).read_bytes())
+        spec = find_spec("detect_secrets")
+        if spec is None or spec.origin is None:
+            return None
+        digest.update(Path(spec.origin).with_name("__version__.py").read_bytes())
+    except OSError:
+        return None
+    return digest.hexdigest()
+
+
+def redaction_fingerprint(settings: Settings) -> str:
+    """The fingerprint of the redaction rules `settings` ask for. Building the rules loads the
+    secret detectors (detect-secrets, which imports requests); opening the index needs only
+    their fingerprint, so it is kept in the data dir, keyed by everything it is made from, and
+    the rules are built only when that changed (or when a write redacts)."""
+    if not settings.redact:
+        from projections.redaction import OFF
+
+        return OFF
+    source = _rules_source()
+    path = Path(settings.data_dir) / FINGERPRINT_FILE
+    key = None
+    if source is not None:
+        key = hashlib.sha256(dumps_sorted([source, settings.redact_patterns,
+                                           settings.redact_allow])).hexdigest()
+        try:
+            kept = loads(path.read_bytes())
+            if isinstance(kept, dict) and kept.get("key") == key \
+                    and isinstance(kept.get("fingerprint"), str):
+                return str(kept["fingerprint"])
+        except (OSError, ValueError):
+            pass
+    from streams.core.detectors import build_redactor
+
+    fingerprint = build_redactor(settings).fingerprint
+    if key is not None and path.parent.is_dir():
+        from streams.core.atomic import replace_file
+
+        # a read-only data dir: the rules are built each time instead
+        with contextlib.suppress(OSError):
+            replace_file(path, dumps_sorted({"key": key, "fingerprint": fingerprint}),
+                         durable=False)
+    return fingerprint

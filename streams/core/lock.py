@@ -23,11 +23,13 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-
-import filelock
+from typing import TYPE_CHECKING
 
 from projections.codec import dumps, loads
 from projections.errors import LockTimeout
+
+if TYPE_CHECKING:
+    import filelock
 
 LOCK_FILE = "lock"
 EPOCH_FILE = "writer.epoch"
@@ -52,9 +54,18 @@ class WriterLock:
         self.notify = notify or _stderr
         argv = [os.path.basename(sys.argv[0]) if sys.argv else "python", *sys.argv[1:]]
         self.command = command or " ".join(argv)[:120]
-        self._lock = filelock.FileLock(str(data_dir / LOCK_FILE), mode=0o600)
+        self._file_lock: filelock.FileLock | None = None
         self._depth = 0
         self._token: bytes | None = None
+
+    @property
+    def _lock(self) -> filelock.FileLock:
+        # filelock loads when a lock is first taken: readers, which never take it, skip it.
+        if self._file_lock is None:
+            import filelock
+
+            self._file_lock = filelock.FileLock(str(self.data_dir / LOCK_FILE), mode=0o600)
+        return self._file_lock
 
     @property
     def held(self) -> bool:
@@ -91,6 +102,8 @@ class WriterLock:
             with self.hold(on_acquired):
                 yield True
             return
+        import filelock
+
         try:
             self._lock.acquire(timeout=0)
         except filelock.Timeout:
@@ -107,6 +120,8 @@ class WriterLock:
             self._lock.release(force=True)
 
     def _acquire(self) -> None:
+        import filelock
+
         try:
             self._lock.acquire(timeout=0)
             return

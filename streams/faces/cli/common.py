@@ -74,6 +74,26 @@ class Utf8Text(click.ParamType):
 TEXT = Utf8Text()
 
 
+class LazyChoice(click.Choice[str]):
+    """A Choice whose values are read when first needed (parsing, --help), not when the CLI is
+    imported: the importers' format names cost every command their import otherwise."""
+
+    def __init__(self, values: Callable[[], Sequence[str]]) -> None:
+        self._values = values
+        self._loaded: tuple[str, ...] | None = None
+        self.case_sensitive = True
+
+    @property
+    def choices(self) -> Sequence[str]:
+        if self._loaded is None:
+            self._loaded = tuple(self._values())
+        return self._loaded
+
+    @choices.setter
+    def choices(self, value: Sequence[str]) -> None:
+        self._loaded = tuple(value)
+
+
 class SafePath(click.Path):
     """click.Path that turns a name the OS cannot even look up (a NUL byte) into a usage error
     instead of a ValueError from os.stat."""

@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-from rich.live import Live
 from rich.text import Text
 
 from projections.codec import dumps
@@ -25,7 +24,14 @@ from streams.facade import (
     watch_roots,
     watcher,
 )
-from streams.faces.cli.common import SafePath, err_console, json_option, open_recall, say
+from streams.faces.cli.common import (
+    LazyChoice,
+    SafePath,
+    err_console,
+    json_option,
+    open_recall,
+    say,
+)
 from streams.faces.textsafe import visible
 
 
@@ -47,7 +53,7 @@ def _printer(as_lines: bool) -> Any:
 
 @click.command("watch")
 @click.argument("paths", nargs=-1, type=SafePath(path_type=Path))
-@click.option("--agent", "agents", multiple=True, type=click.Choice(format_names()),
+@click.option("--agent", "agents", multiple=True, type=LazyChoice(format_names),
               help="Without PATHs: watch only these agents' default folders.")
 @click.option("--debounce-ms", type=click.IntRange(min=10, max=60_000), default=200,
               show_default=True, help="Longest wait that groups changes into one batch.")
@@ -74,6 +80,8 @@ def watch(ctx: click.Context, paths: Sequence[Path], agents: Sequence[str], debo
         if as_lines or not err_console.is_terminal:
             following.run()
             return
+        from rich.live import Live
+
         with Live(Text("recall watch: starting"), console=err_console,
                   refresh_per_second=1, transient=False) as live:
             def refresh() -> None:

@@ -33,7 +33,6 @@ from projections.errors import (
     UsageError,
     is_usage,
 )
-from projections.mentions import parse_mentions
 from streams.core.errorlog import as_recall_error
 from streams.core.settings import Settings, load_settings
 from streams.facade import (
@@ -48,6 +47,7 @@ from streams.faces import views
 from streams.faces.cli.common import (
     TEXT,
     F,
+    LazyChoice,
     SafePath,
     console,
     emit_json,
@@ -179,7 +179,7 @@ def main(ctx: click.Context, data_dir: Path | None, broker: str | None) -> None:
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=SafePath(exists=True, path_type=Path))
 @click.option("--format", "fmt", default="auto",
-              type=click.Choice(["auto", "dsh", *format_names()]),
+              type=LazyChoice(lambda: ["auto", "dsh", *format_names()]),
               help="Source format; auto detects per file.")
 @json_option
 @click.pass_context
@@ -631,6 +631,8 @@ def parse_source(value: str) -> dict[str, str]:
 def reference(ctx: click.Context, target: str, message: str, sources: Sequence[str],
               dry_run: bool, message_id: str | None, as_json: bool) -> None:
     """Pull frozen snapshots of other sessions into TARGET as [context, message]."""
+    from projections.mentions import parse_mentions
+
     if not sources and not parse_mentions(message)[1]:
         raise click.UsageError(
             "a reference needs a source: --source ID[=LABEL], or a mention "

@@ -9,19 +9,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-
-from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeRemainingColumn,
-    TransferSpeedColumn,
-)
+from typing import TYPE_CHECKING
 
 from streams.facade import log_files
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 Report = Callable[[int, int], None]
 
@@ -41,6 +34,15 @@ def ingest_progress(console: Console, paths: Sequence[Path],
     if not enabled or not console.is_terminal:
         yield None
         return
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
+
     sizes = [_size(p) for p in log_files(paths)]
     done_bytes = [0]
     for size in sizes:
@@ -63,6 +65,14 @@ def count_progress(console: Console, label: str, enabled: bool) -> Iterator[Repo
     if not enabled or not console.is_terminal:
         yield None
         return
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+    )
+
     with Progress(TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn(),
                   console=console, transient=True) as bar:
         task = bar.add_task(label, total=None)

@@ -22,24 +22,26 @@ import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from indexer import ShardSet, database
-from indexer.digest import index_digest
 from indexer.errors import INDEX_FAILED, IndexOutdated
-from indexer.maintenance import check_generation
 from indexer.routing import shard_file_name
 from projections.errors import ConfigError, IndexDamaged, RecallError, SessionQueryError
 from projections.fold import Step, SurfaceState, apply, plan
 from projections.records import HeaderRecord, IndexRecord, event_record, fold_records
 from projections.redaction import NO_REDACTION
-from streams.core.detectors import build_redactor
 from streams.core.indexconfig import index_config
 from streams.core.lock import Notify, WriterLock
 from streams.core.settings import Settings
 from streams.core.store import DeadLetters, SessionStore, ensure_private_dir, open_private
-from streams.ingest.edge import Importer, Ingestor, IngestReport
 from streams.runtime.embedded.generations import Generations
+
+# The secret detectors (detect-secrets, which imports requests) and the ingest edge load with
+# the first write: a read needs neither.
+if TYPE_CHECKING:
+    from projections.redaction import Redactor
+    from streams.ingest.edge import Importer, Ingestor, IngestReport
 
 
 def store_position_key(session_id: str) -> str:
@@ -58,6 +60,18 @@ def open_data_dir(path: Path) -> Path:
                           hint="point RECALL_DATA_DIR / --data-dir at a directory you own") from None
 
 
+def _index_digest(shards: ShardSet) -> dict[str, Any]:
+    from indexer.digest import index_digest
+
+    return index_digest(shards)
+
+
+def _check_generation(path: Path, shards: int) -> list[str]:
+    from indexer.maintenance import check_generation
+
+    return check_generation(path, shards)
+
+
 def _is_damage(exc: BaseException) -> bool:
     """Errors that mean the shard files are unusable (not a wrong setting, not a bug)."""
     if isinstance(exc, database.Error):
@@ -72,7 +86,7 @@ class EmbeddedRuntime:
                  detect: Callable[[Path, bytes], str | None] | None = None,
                  notify: Notify | None = None) -> None:
         self.settings = settings
-        self.redactor = build_redactor(settings)
+        self._redactor: Redactor | None = None
         self.data_dir = open_data_dir(Path(settings.data_dir))
         self.lock = WriterLock(self.data_dir, timeout_s=settings.lock_timeout_s, notify=notify)
         self.store = SessionStore(self.data_dir / "store")
@@ -80,10 +94,9 @@ class EmbeddedRuntime:
                                         max_record_bytes=settings.max_event_bytes)
         self.generations = Generations(self.data_dir / "index")
         self._pending = self.data_dir / "index-pending"
-        self.ingestor = Ingestor(self.data_dir, self.store, self.dead_letters, self._index_append,
-                                 max_event_bytes=settings.max_event_bytes,
-                                 max_file_bytes=settings.max_file_bytes, importers=importers,
-                                 detect=detect)
+        self._importers = importers
+        self._detect = detect
+        self._ingestor: Ingestor | None = None
         self.damage: RecallError | None = None
         self._shards: ShardSet | None = None
         self._shards_path: Path | None = None
@@ -95,7 +108,27 @@ class EmbeddedRuntime:
         if self._pending.exists() and self.damage is None:
             with self.lock.try_hold(self._revalidate) as held:
                 if held and self._pending.exists():
-                    self.catch_up()  # a writer died mid-write; if one is running, it finishes
+                    self._recover()  # a writer died mid-write; if one is running, it finishes
+
+    @property
+    def redactor(self) -> Redactor:
+        if self._redactor is None:
+            from streams.core.detectors import build_redactor
+
+            self._redactor = build_redactor(self.settings)
+        return self._redactor
+
+    @property
+    def ingestor(self) -> Ingestor:
+        if self._ingestor is None:
+            from streams.ingest.edge import Ingestor
+
+            self._ingestor = Ingestor(
+                self.data_dir, self.store, self.dead_letters, self._index_append,
+                max_event_bytes=self.settings.max_event_bytes,
+                max_file_bytes=self.settings.max_file_bytes, importers=self._importers,
+                detect=self._detect)
+        return self._ingestor
 
     # --- the live index generation --------------------------------------------------------------
 
@@ -177,7 +210,8 @@ class EmbeddedRuntime:
         if changed:
             self.store.invalidate()
             self.dead_letters.invalidate()
-            self.ingestor.invalidate()
+            if self._ingestor is not None:
+                self._ingestor.invalidate()
         try:
             live = self.generations.current()  # creates the first generation if there is none
         except IndexDamaged as exc:
@@ -260,6 +294,18 @@ class EmbeddedRuntime:
 
     # --- replay -------------------------------------------------------------------------------
 
+    def _recover(self) -> None:
+        """Index what a writer that died left unindexed. If that fails on the index itself,
+        the index is damaged (every command says so, and `recall reindex` rebuilds it from the
+        store) rather than every command, reindex included, failing on the same write."""
+        try:
+            self.catch_up()
+        except (SessionQueryError, database.Error) as exc:
+            if not _is_damage(exc):
+                raise
+            self.damage = IndexDamaged("the index could not be caught up with the store: "
+                                       f"{getattr(exc, 'message', exc)}")
+
     def catch_up(self, progress: Callable[[int, int], None] | None = None, *,
                  shards: ShardSet | None = None) -> int:
         """Index whatever the store holds beyond each session's tracking position; returns the
@@ -314,7 +360,7 @@ class EmbeddedRuntime:
             path, indexed = self._build(progress)
             live = self._shards_path
             damaged = self.damage is not None or (
-                live is not None and bool(check_generation(live, self.settings.shards)))
+                live is not None and bool(_check_generation(live, self.settings.shards)))
             if self._shards is not None:
                 self._shards.close()
                 self._shards = None
@@ -328,7 +374,7 @@ class EmbeddedRuntime:
             self._pending.unlink(missing_ok=True)
             removed = self.generations.cleanup(self.settings.snapshot_retention_s)
             return {"generation": path.name, "previous": old.name, "eventsIndexed": indexed,
-                    "removed": removed, "movedAside": moved, **index_digest(self.shards)}
+                    "removed": removed, "movedAside": moved, **_index_digest(self.shards)}
 
     def _build(self, progress: Callable[[int, int], None] | None) -> tuple[Path, int]:
         """Fill the generation being built from the store; a resumed build whose files are
@@ -359,9 +405,11 @@ class EmbeddedRuntime:
             problems.append(exc.message)
         if live is not None:
             generation = live.name
-            problems.extend(check_generation(live, self.settings.shards))
+            problems.extend(_check_generation(live, self.settings.shards))
         elif not problems:
             problems.append("no index generation exists yet")
+        if self.damage is not None and self.damage.message not in problems:
+            problems.append(self.damage.message)  # e.g. a catch-up that failed on the index
         pending = self._pending.exists() and not self.lock.held
         return {"ok": not problems, "generation": generation, "problems": problems,
                 "pendingCatchUp": pending, "damagedGenerations": self.generations.damaged(),
