@@ -71,3 +71,10 @@ def test_the_session_page_collapses_them_and_the_site_has_no_bare_404s(tmp_path:
             assert "`recall" not in missing.text and "Sessions page" in missing.text
     finally:
         recall.close()
+
+
+def test_a_tool_calls_arguments_are_laid_out_on_the_page() -> None:
+    message, call = _calling(0)
+    call["data"]["arguments"] = {"cmd": "cd /w\n\tmake test"}
+    (entry,) = [e for e in pages.transcript([message, call]) if e.kind == "tool"]
+    assert "cmd: cd /w\n\tmake test" in entry.text and "\\n" not in entry.text

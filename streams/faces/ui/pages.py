@@ -26,7 +26,7 @@ from projections.surfaces import surfaces_from_fold
 from projections.titles import NOT_INJECTED, SOURCE_NAMES, source_code
 from streams.facade import SearchOptions, mark_queries
 from streams.faces.textsafe import visible
-from streams.faces.views import role_of, without_raw
+from streams.faces.views import call_layout, role_of, without_raw
 
 #: Events shown on one page of the sessions list.
 SESSIONS_PAGE = 25
@@ -244,7 +244,9 @@ def transcript(events: Sequence[Mapping[str, Any]]) -> list[Entry]:
         elif kind_name in _TOOL_TYPES and (op == "append" or text):
             name = str((event.get("data") or {}).get("name") or "") if kind_name == "tool/call" \
                 else names.get(_result_call_id(event) or "", "")
-            out.append(Entry(**common, text=body(text), kind="tool", tool_name=line(name)))
+            laid_out = call_layout(event) if kind_name == "tool/call" else None
+            out.append(Entry(**common, text=body(text if laid_out is None else laid_out),
+                             kind="tool", tool_name=line(name)))
         elif op == "append" and not text.strip() and _thinking(event):
             out.append(Entry(**common, text=body(_thinking(event)), kind="thinking"))
         elif op == "append" and _injected(event):
