@@ -124,15 +124,24 @@ def plan_file(path: Path, seen: Mapping[str, Any], *, fmt: str,
     sources, rewritten files; the caller parks a `ParkWhole` and counts that."""
     key = source_key(path)
     stat = path.stat()
-    if seen.get("size") == stat.st_size and seen.get("mtime") == stat.st_mtime_ns:
+    database = _database(path, fmt, importers)
+    stamped = {"size": stat.st_size, "mtime": stat.st_mtime_ns, **(stamp or {})}
+    if database is not None and database.companions:
+        stamped["companions"] = _companion_stats(path, database.companions)
+    if seen.get("size") == stat.st_size and seen.get("mtime") == stat.st_mtime_ns \
+            and seen.get("companions") == stamped.get("companions"):
         report.unchanged += 1
         if seen.get("pending"):
             report.pending_sources.append(key)
         return Unchanged()
+    if database is not None:
+        # Read by the importer itself (a database): no bytes, no lines; judged on its events.
+        src = SourceText(b"", stat.st_size, False)
+        return Reading(database.name, database, src, plan_reading(src, None, whole=True),
+                       stamped, max_file_bytes)
     consumed = int(seen.get("consumed") or 0)
     src = read_source(path, max_line=max_event_bytes, max_total=max_file_bytes,
                       checkpoint=consumed or None)
-    stamped = {"size": stat.st_size, "mtime": stat.st_mtime_ns, **(stamp or {})}
     broken = _broken(src)
     if src.complete_end == 0 and broken:
         return ParkWhole(INGEST_CORRUPT_COMPRESSION,
@@ -157,6 +166,28 @@ def plan_file(path: Path, seen: Mapping[str, Any], *, fmt: str,
         before = int(seen["lines"]) if "lines" in seen else src.text.count(b"\n", 0, consumed)
     plan = plan_reading(src, {"lines": before} if before else None, whole=whole)
     return Reading(kind, spec, src, plan, stamped, max_file_bytes)
+
+
+def _database(path: Path, fmt: str,
+              importers: Mapping[str, ImporterSpec]) -> ImporterSpec | None:
+    """The format that reads this source itself (a database), told by `--format` or by name."""
+    for spec in importers.values():
+        if spec.reads_source and (fmt == spec.name or (fmt == "auto" and spec.claims(path))):
+            return spec
+    return None
+
+
+def _companion_stats(path: Path, suffixes: tuple[str, ...]) -> list[list[int] | None]:
+    """[size, mtime] of each companion file (None when absent), e.g. a SQLite `-wal`."""
+    out: list[list[int] | None] = []
+    for suffix in suffixes:
+        try:
+            found = os.stat(f"{path}{suffix}")
+        except OSError:
+            out.append(None)
+            continue
+        out.append([found.st_size, found.st_mtime_ns])
+    return out
 
 
 def park_whole(path: Path, code: str, reason: str, max_bytes: int, report: Any, *,

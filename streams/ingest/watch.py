@@ -38,7 +38,7 @@ from projections.errors import RecallError
 from streams.core.errorlog import as_recall_error
 from streams.core.store import ensure_private_dir
 from streams.ingest.edge import LOG_SUFFIXES, IngestReport, iter_log_files
-from streams.ingest.importers.detect import claims_log_name, default_locations
+from streams.ingest.importers.detect import claims_log_name, default_locations, source_of
 
 WATCH_LOCK = "watch.lock"
 WATCH_OWNER = "watch.owner"
@@ -64,9 +64,10 @@ class Sink(Protocol):
 
 
 def is_log_file(path: str | PurePath) -> bool:
-    """A file the ingest edge reads: native JSONL (zstd) or a name some agent writes."""
+    """A file the ingest edge reads: native JSONL (zstd) or a name some agent writes (or a
+    companion of one: a database's `-wal`)."""
     pure = PurePath(path)
-    return pure.name.endswith(LOG_SUFFIXES) or claims_log_name(pure)
+    return pure.name.endswith(LOG_SUFFIXES) or claims_log_name(source_of(pure))
 
 
 def default_roots(environ: Mapping[str, str] | None = None, *,
@@ -235,8 +236,10 @@ class Watcher:
                     rescan = False
                     self.ingest(list(iter_log_files(existing)))
                 if changes:
-                    paths = [Path(p) for change, p in changes
-                             if change != watchfiles.Change.deleted]
+                    # A database's -wal changing is the database changing.
+                    paths = list(dict.fromkeys(Path(source_of(PurePath(p)))
+                                               for change, p in changes
+                                               if change != watchfiles.Change.deleted))
                     # A new folder's first files may be written before its watch is added:
                     # look inside it.
                     self.ingest([*(p for p in paths if not p.is_dir()),

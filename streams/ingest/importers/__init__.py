@@ -1,5 +1,6 @@
 """Ingest edge: importers that turn other agents' session files into native logs (Claude Code,
-Codex CLI, Gemini CLI, GitHub Copilot CLI, OpenCode, Aider), and the registry that lists them."""
+Codex CLI, Gemini CLI, GitHub Copilot CLI, OpenCode, Aider, Pi, Continue, Roo Code, Kimi CLI,
+OpenHands, Crush), and the registry that lists them (formats.py)."""
 
 from streams.ingest.importers.claude_code import import_claude_code
 from streams.ingest.importers.codex import import_codex

@@ -99,6 +99,18 @@ def passed_over(paths: Iterable[Path], taken: Iterable[Path]) -> Iterator[dict[s
                                 f"{', '.join(FORMAT_NAMES)})"}
 
 
+def source_of(path: PurePath) -> PurePath:
+    """The source a companion file belongs to (`crush.db-wal` → `crush.db`, when some format
+    reads that source with companions); any other path as it is."""
+    for spec in REGISTRY:
+        for suffix in spec.companions:
+            if path.name.endswith(suffix):
+                base = path.with_name(path.name[:-len(suffix)])
+                if spec.claims(base):
+                    return base
+    return path
+
+
 def claims_log_name(path: PurePath) -> bool:
     """A file a directory walk should pick up beyond `*.jsonl[.zst]`: one some agent writes."""
     return any(spec.claims(path) for spec in REGISTRY)

@@ -9,6 +9,7 @@ from streams.ingest.importers import (
     continue_dev,
     copilot_cli,
     copilot_legacy,
+    crush,
     gemini_cli,
     kimi_cli,
     opencode,
@@ -32,6 +33,7 @@ REGISTRY: tuple[ImporterSpec, ...] = (
     roo_code.API_SPEC,
     kimi_cli.SPEC,
     openhands.SPEC,
+    crush.SPEC,
     aider.SPEC,
     claude_code.SPEC,
 )

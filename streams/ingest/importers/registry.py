@@ -58,6 +58,12 @@ class ImporterSpec:
     - `late_time`: the format states no time, so the importer dates the session from the file's
       own metadata (its modification time), which moves as the file grows: a later import keeps
       the stored header when it differs only by `createdAt` (see `settle_header`).
+    - `reads_source`: the importer reads the source itself, by its path (a database the agent
+      keeps open: Crush's SQLite); the ingest edge does not read its bytes as lines, and knows
+      it by name (`claims`) before reading anything. Such a format is also `whole_document`.
+    - `companions`: suffixes of files beside the source whose changes are the source's (a
+      SQLite `-wal`): their size and mtime join the source's in "unchanged", and `recall watch`
+      ingests the source when they change.
     - `resume(data, source, done, next_seq)`: for an append-only format whose events group
       several writes (Aider's runs of output lines), what a grown file adds after an import that
       read its first `done` lines, numbered from `next_seq(session id)`. Without it, a grown file
@@ -72,6 +78,8 @@ class ImporterSpec:
     whole_document: bool = False
     late_cwd: bool = False
     late_time: bool = False
+    reads_source: bool = False
+    companions: tuple[str, ...] = ()
     resume: Resume | None = None
 
     def __call__(self, data: bytes, source_name: str) -> list[ImportedSession]:

@@ -89,6 +89,7 @@ ROO_UI = "roo-code/ac8aa7b4-319c-4925-a139-4f4adca81921/ui_messages.json"
 ROO_API = "roo-code/ac8aa7b4-319c-4925-a139-4f4adca81921/api_conversation_history.json"
 KIMI = "kimi-cli/00d5060aaec3fda180930ea52304b87b/d8447fa8-9d8e-41af-9fc6-a12e4a196b6c.jsonl"
 OPENHANDS = "openhands/basic_gui_mode.json"
+CRUSH = "crush/.crush/crush.db"
 
 
 def agent(name: str) -> bytes:

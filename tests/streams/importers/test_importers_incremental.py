@@ -55,7 +55,8 @@ def test_import_returns_header_events_rejections_triples(name: str, importer: Im
 def test_registry_names_match_detect_format() -> None:
     assert set(IMPORTERS) == {"claude-code", "codex", "gemini-cli", "gemini-cli-jsonl",
                               "copilot-cli", "copilot-cli-legacy", "opencode", "aider", "pi",
-                              "continue", "roo-code", "roo-code-api", "kimi-cli", "openhands"}
+                              "continue", "roo-code", "roo-code-api", "kimi-cli", "openhands",
+                              "crush"}
     assert IMPORTERS["claude-code"].load is import_claude_code
     assert IMPORTERS["codex"].load is import_codex
 

@@ -50,6 +50,11 @@ EXPECTED: dict[str, list[tuple[str, str | None, str | None]]] = {
     "agents/kimi-cli/00d5060aaec3fda180930ea52304b87b/d8447fa8-9d8e-41af-9fc6-a12e4a196b6c.jsonl": [
         ("d8447fa8-9d8e-41af-9fc6-a12e4a196b6c", None, "You will be provided with a partial")],
     "agents/openhands/basic_gui_mode.json": [("basic_gui_mode", None, "I want to create a VueJS")],
+    "agents/crush/.crush/crush.db": [
+        ("a20c5ed5-41d4-45f7-88eb-7ba0645f1341",
+         "Create and Enhance CRUSH.md with Codebase Guidelines", "`Please analyze this codebase"),
+        ("f306c145-4c83-492c-b575-739c30bbced4", "Instructions in CLI.md",
+         "I have instructions for you in @CLI.md")],
     "agents/copilot-cli-1.0.34-events.jsonl": [
         ("96ef38f0-9d09-45c3-8124-6448c36090ed", None, "請不要修改任何代碼")],
     "agents/copilot-cli-1.0.74-compaction.jsonl": [
