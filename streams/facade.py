@@ -648,6 +648,14 @@ def format_names() -> tuple[str, ...]:
     return tuple(FORMAT_NAMES)
 
 
+def match_count_implementation() -> str:
+    """Which match-count functions this process's index connections run: "compiled" (the C
+    extension) or "python" (the fallback a build without a C compiler leaves)."""
+    from indexer.matchcount import implementation
+
+    return implementation()
+
+
 def log_files(paths: Sequence[Path]) -> list[Path]:
     """The files an ingest of `paths` reads, in the order it reads them."""
     from streams.ingest.edge import iter_log_files

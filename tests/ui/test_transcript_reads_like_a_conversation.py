@@ -8,9 +8,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from factories import assistant, header, log_only, tool_result, user
 from starlette.testclient import TestClient
 
+from indexer import matchcount
 from projections.codec import dumps
 from streams.facade import Recall
 from streams.faces.ui import pages
@@ -78,3 +80,17 @@ def test_a_tool_calls_arguments_are_laid_out_on_the_page() -> None:
     call["data"]["arguments"] = {"cmd": "cd /w\n\tmake test"}
     (entry,) = [e for e in pages.transcript([message, call]) if e.kind == "tool"]
     assert "cmd: cd /w\n\tmake test" in entry.text and "\\n" not in entry.text
+
+
+def test_every_page_says_which_match_count_implementation_runs(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    recall = Recall.open(tmp_path / "data")
+    try:
+        client = TestClient(create_app(recall), base_url=LOCAL)
+        expected = "compiled C extension" if matchcount.compiled_path() else "Python fallback"
+        assert f"match count: {expected}" in client.get("/").text
+        monkeypatch.setattr(matchcount, "_COMPILED", None)
+        monkeypatch.setattr(matchcount, "_registered", "python")
+        assert "match count: Python fallback" in client.get("/search").text
+    finally:
+        recall.close()

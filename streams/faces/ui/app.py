@@ -37,7 +37,7 @@ from projections.errors import (
     SESSION_QUERY_STALE_CURSOR,
     RecallError,
 )
-from streams.facade import search_request
+from streams.facade import match_count_implementation, search_request
 from streams.faces.ui import pages
 from streams.faces.views import strip_raw
 
@@ -170,6 +170,7 @@ class UiApp:
 
     def render(self, name: str, status: int = 200, **context: Any) -> HTMLResponse:
         context.setdefault("nav", "")
+        context.setdefault("match_count", match_count_implementation())
         html = self.env.get_template(name).render(csrf=self.csrf, **context)
         return HTMLResponse(html, status_code=status, headers=SECURITY_HEADERS)
 
