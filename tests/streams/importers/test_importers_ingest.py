@@ -120,6 +120,22 @@ def test_default_locations_per_agent(tmp_path: Path) -> None:
     assert moved["opencode"] == [Path("/xdg/opencode/storage/session")]
 
 
+def test_default_locations_of_pi_continue_kimi_roo_and_the_per_project_agents(
+        tmp_path: Path) -> None:
+    found = default_locations({}, tmp_path)
+    assert found["pi"] == [tmp_path / ".pi/agent/sessions"]
+    assert found["continue"] == [tmp_path / ".continue/sessions"]
+    assert found["kimi-cli"] == [tmp_path / ".kimi/sessions"]
+    vscode = "Code/User/globalStorage/rooveterinaryinc.roo-cline/tasks"
+    assert found["roo-code"][:2] == [tmp_path / ".config" / vscode,
+                                     tmp_path / "Library/Application Support" / vscode]
+    assert found["roo-code-api"] == found["roo-code"]
+    assert found["crush"] == found["openhands"] == []  # in each project / saved trajectories
+    moved = default_locations({"CONTINUE_GLOBAL_DIR": "/cont", "APPDATA": "/appdata"}, tmp_path)
+    assert moved["continue"] == [Path("/cont/sessions")]
+    assert moved["roo-code"][0] == Path("/appdata") / vscode
+
+
 @pytest.mark.parametrize("name", [GEMINI_MAIN, OPENCODE_ERROR])
 def test_a_rewritten_document_that_grew_adds_only_what_is_new(tmp_path: Path, name: str) -> None:
     doc = document(name)
