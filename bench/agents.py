@@ -1,8 +1,9 @@
 """Importers of other agents (issue 20). `python -m bench agents`.
 
 Measures `import_mb_per_s_<format>` for every importer added with the registry (Gemini CLI JSON
-and JSONL, Copilot CLI events and legacy JSON, OpenCode, Aider), and the Claude Code importer's
-rate on its own corpus in the same run, so `import_ratio_vs_claude_code_<format>` (goal ≥ 0.5:
+and JSONL, Copilot CLI events and legacy JSON, OpenCode, Aider, Pi, Continue, Roo Code, Kimi CLI,
+OpenHands; Crush reads a database by path, not bytes, and is not timed here), and the Claude
+Code importer's rate on its own corpus in the same run, so `import_ratio_vs_claude_code_<format>` (goal ≥ 0.5:
 within 2× of Claude Code) compares like with like on this noisy shared machine: each format's
 passes alternate with passes of the Claude Code baseline, and its ratio is against those
 (`agents_import_mb_per_s_claude_code_baseline` is the baseline timed alone at the start).
@@ -87,6 +88,17 @@ def _lines(name: str, head: Callable[[dict[str, Any]], bool],
         index += 1
 
 
+def _array(name: str) -> Iterator[Blob]:
+    """A document that is a JSON array of records (Roo Code, OpenHands); each file's folder or
+    name tells its session."""
+    items = orjson.loads((AGENTS / name).read_bytes())
+    index = 0
+    while True:
+        out = [_suffixed(item, f"-f{index}r{r}") for r in range(_reps(index)) for item in items]
+        yield f"{index}/{Path(name).name}", orjson.dumps(out)
+        index += 1
+
+
 def _aider() -> Iterator[Blob]:
     text = (AGENTS / "aider-0.85" / ".aider.chat.history.md").read_text()
     index = 0
@@ -113,6 +125,14 @@ def _legacy_session(doc: dict[str, Any], suffix: str) -> None:
     doc["sessionId"] += suffix
 
 
+def _continue_session(doc: dict[str, Any], suffix: str) -> None:
+    doc["sessionId"] += suffix
+
+
+def _pi_session(value: dict[str, Any], suffix: str) -> dict[str, Any]:
+    return {**value, "id": value["id"] + suffix}
+
+
 def _jsonl_session(value: dict[str, Any], suffix: str) -> dict[str, Any]:
     value = copy.deepcopy(value)
     if "sessionId" in value:
@@ -136,10 +156,24 @@ SOURCES: dict[str, Callable[[], Iterator[Blob]]] = {
     "opencode": lambda: _document(
         "opencode/ses_20be19bd6ffeHn5B6DdBVxU8TR.json", "messages", _opencode_session),
     "aider": _aider,
+    "pi": lambda: _lines("pi/before-compaction.jsonl", lambda v: v.get("type") == "session",
+                         _pi_session),
+    "continue": lambda: _document("continue/5d3764fb-da1f-4d6b-b170-9a6601afa210.json",
+                                  "history", _continue_session),
+    "roo_code": lambda: _array(
+        "roo-code/ac8aa7b4-319c-4925-a139-4f4adca81921/ui_messages.json"),
+    "roo_code_api": lambda: _array(
+        "roo-code/ac8aa7b4-319c-4925-a139-4f4adca81921/api_conversation_history.json"),
+    "kimi_cli": lambda: _lines(
+        "kimi-cli/00d5060aaec3fda180930ea52304b87b/d8447fa8-9d8e-41af-9fc6-a12e4a196b6c.jsonl",
+        lambda v: False, _jsonl_session),
+    "openhands": lambda: _array("openhands/basic_gui_mode.json"),
 }
 FORMAT_OF = {"gemini_cli": "gemini-cli", "gemini_cli_jsonl": "gemini-cli-jsonl",
              "copilot_cli": "copilot-cli", "copilot_cli_legacy": "copilot-cli-legacy",
-             "opencode": "opencode", "aider": "aider"}
+             "opencode": "opencode", "aider": "aider", "pi": "pi", "continue": "continue",
+             "roo_code": "roo-code", "roo_code_api": "roo-code-api", "kimi_cli": "kimi-cli",
+             "openhands": "openhands"}
 
 
 def corpus(short: str, target_bytes: float) -> list[Blob]:
