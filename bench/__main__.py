@@ -26,6 +26,7 @@ SUITES = [
     ("bench.listing", "Sessions people can pick (issue 14)"),
     ("bench.redaction", "Redaction of secrets (issue 18)"),
     ("bench.ui", "Web pages: recall ui (issue 19)"),
+    ("bench.cli", "The CLI as whole processes (issue 37)"),
 ]
 
 

@@ -9,7 +9,12 @@ from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
 
-from projections.errors import SESSION_QUERY_SESSION_NOT_FOUND, RecallError, SessionQueryError
+from projections.errors import (
+    RECALL_UNSUPPORTED_HERE,
+    SESSION_QUERY_SESSION_NOT_FOUND,
+    RecallError,
+    SessionQueryError,
+)
 from streams.core.settings import Settings, load_settings
 
 # The runtimes, the index and the service load when first used: a command imports only what
@@ -120,7 +125,7 @@ class Backend(Protocol):
 
 def _unsupported_here(what: str, hint: str) -> RecallError:
     return RecallError(f"{what} reads shard files on this machine",
-                       code="RECALL_UNSUPPORTED_HERE", hint=hint)
+                       code=RECALL_UNSUPPORTED_HERE, hint=hint)
 
 
 class EmbeddedBackend:

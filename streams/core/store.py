@@ -166,11 +166,6 @@ class SessionStore:
                 raise self._corrupt(path, n, f"expected the event with seq {n - 2}")
         return header, parsed[1:]
 
-    def iter_raw(self, session_id: str) -> Iterator[bytes]:
-        with self.path_of(session_id).open("rb") as f:
-            for line in f:
-                yield line.rstrip(b"\n")
-
     def load(self, session_id: str) -> StoredSession | None:
         """The session's header, fold state and line digests (writer only: repairs a torn tail)."""
         cached = self._cache.get(session_id)

@@ -51,11 +51,6 @@ def writes(header: Mapping[str, Any] | None) -> bool:
     return header is not None and header.get(WRITER_FIELD) == RECALL_WRITER
 
 
-def writer_of(header: Mapping[str, Any]) -> str:
-    """`recall`, or `outside` for a log that someone else writes."""
-    return RECALL_WRITER if writes(header) else "outside"
-
-
 def require_writer(header: Mapping[str, Any]) -> None:
     if not writes(header):
         raise NotWriter(f"session {header.get('id')!r} is written by an outside source "

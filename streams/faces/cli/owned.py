@@ -10,7 +10,7 @@ import click
 
 from projections.codec import loads_lossless
 from projections.errors import InputRejected, UsageError
-from streams.facade import user_message
+from streams import facade
 from streams.faces.cli.common import TEXT, emit_json, json_option, open_recall, say
 from streams.faces.textsafe import visible
 
@@ -56,7 +56,7 @@ def _read_events(source: Any) -> list[Any]:
 def append(ctx: click.Context, session_id: str, messages: Sequence[str],
            events_file: Any, as_json: bool) -> None:
     """Append messages or events to a session recall writes (refused for any other)."""
-    events = [user_message(text) for text in messages]
+    events = [facade.user_message(text) for text in messages]
     if events_file is not None:
         events.extend(_read_events(events_file))
     if not events:

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from projections.codec import dumps
-from projections.errors import MissingExtra, RecallError, UsageError
+from projections.errors import RECALL_IO_ERROR, MissingExtra, RecallError, UsageError
 from streams.core.settings import Settings
 from streams.faces.cli.common import TEXT, json_option, open_recall
 
@@ -39,7 +39,7 @@ def bind(host: str, port: int) -> socket.socket:
         sock.listen(128)
     except OSError as exc:
         raise RecallError(f"cannot listen on {host}:{port}: {exc.strerror or exc}",
-                          code="RECALL_IO_ERROR",
+                          code=RECALL_IO_ERROR,
                           hint="pick another --port, or --host 127.0.0.1") from None
     sock.set_inheritable(True)
     return sock

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from projections.errors import RECALL_QUERY_TOO_LONG as QUERY_TOO_LONG
-from projections.errors import SessionQueryError
+from projections.errors import SESSION_REFERENCE_TOO_MANY, SessionQueryError
 from streams.facade import normalize_query
 from streams.faces.mcp.errors import (
     INVALID_ARGS,
@@ -191,7 +191,7 @@ def _check(name: str, arg: Arg, value: Any, limits: Limits) -> Any:
         raise _invalid(f"{name} must be an array of strings")
     if len(value) > arg.upper(limits):
         if arg.max_items == "max_references":
-            raise ToolError("SESSION_REFERENCE_TOO_MANY", "too many referenced sessions (at "
+            raise ToolError(SESSION_REFERENCE_TOO_MANY, "too many referenced sessions (at "
                             f"most {arg.upper(limits)})")
         raise _invalid(f"{name} holds at most {arg.upper(limits)} values")
     if arg.kind == "enums":

@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from projections.codec import parse_js
+from projections.errors import SESSION_REFERENCE_SELF_REFERENCE, SESSION_REFERENCE_TOO_MANY
 from projections.snapshot import PROMPT_PREFIX, PROMPT_SUFFIX
 from streams.facade import Recall, SearchOptions, search_request
 from streams.faces.mcp import render
@@ -25,6 +26,7 @@ from streams.faces.mcp.errors import (
     INVALID_CURSOR,
     NO_CURRENT_STEP,
     REPEATED_CURSOR_MESSAGE,
+    TOOL_FAILED,
     ToolError,
     to_tool_error,
     unauthorized,
@@ -309,9 +311,9 @@ class SessionTools:
         non_empty(args, "session_ids")
         sources = list(dict.fromkeys(ws.resolve_many(args["session_ids"])))
         if any(ws.is_self(s) for s in sources):
-            raise ToolError("SESSION_REFERENCE_SELF_REFERENCE")
+            raise ToolError(SESSION_REFERENCE_SELF_REFERENCE)
         if len(sources) > self.recall.settings.max_references:
-            raise ToolError("SESSION_REFERENCE_TOO_MANY")
+            raise ToolError(SESSION_REFERENCE_TOO_MANY)
         for source in sources:
             ws.authorize(source)
         titles = ws.titles(sources)
@@ -320,7 +322,7 @@ class SessionTools:
         result = self.recall.prepare_reference(ws.session_id, "", references=references,
                                                dry_run=True)
         if "appended" in result:  # a dry run that appended would be a runtime bug; say nothing
-            raise ToolError("SESSION_QUERY_TOOL_FAILED")
+            raise ToolError(TOOL_FAILED)
         context = result.get("additionalContext") or {}
         prompt = str(context["content"][0]["text"])
         # Re-check what was actually captured: every snapshot names its session and cwd.

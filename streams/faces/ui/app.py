@@ -131,12 +131,13 @@ def event_url(session_id: str, seq: int, **params: Any) -> str:
     return url_for("/event", id=session_id, seq=seq, **params)
 
 
-class PageError(Exception):
-    """A request the page cannot answer: shown as an error page with this status."""
+class PageError(RecallError):
+    """A request the page cannot answer: shown as an error page with this status (any other
+    RecallError gets the status its code means, at the same edge)."""
 
     def __init__(self, status: int, code: str, message: str, hint: str = "") -> None:
-        super().__init__(message)
-        self.status, self.code, self.message, self.hint = status, code, message, hint
+        super().__init__(message, code=code, hint=hint)
+        self.status = status
 
 
 def _int(value: str | None, name: str, *, default: int | None = None, low: int = 0) -> int:
@@ -190,11 +191,9 @@ class UiApp:
             try:
                 with self.lock:
                     return handler(request)
-            except PageError as exc:
-                return self.render("error.html", exc.status, code=exc.code,
-                                   message=pages.line(exc.message), hint=pages.line(exc.hint))
             except RecallError as exc:
-                status = 404 if exc.code in _NOT_FOUND else 400 if "INVALID" in exc.code \
+                status = exc.status if isinstance(exc, PageError) else 404 \
+                    if exc.code in _NOT_FOUND else 400 if "INVALID" in exc.code \
                     or exc.code in _BAD_REQUEST else 409 if exc.code == "RECALL_NOT_WRITER" \
                     else 500
                 # The CLI's next step (`recall sessions`) means nothing to a browser user.

@@ -15,7 +15,7 @@ from streams.runtime.kafka.topics import Topics
 BrokerFlavor = Literal["kafka", "tansu"]
 
 
-def faust_options(settings: Settings, *, flavor: BrokerFlavor = "kafka") -> dict[str, Any]:
+def faust_options(settings: Settings) -> dict[str, Any]:
     """The faust settings we rely on; docs/ENGINE-NOTES.md says why each one."""
     options: dict[str, Any] = {
         "broker": settings.broker,
@@ -53,7 +53,8 @@ def faust_options(settings: Settings, *, flavor: BrokerFlavor = "kafka") -> dict
 def build_app(settings: Settings, *, flavor: BrokerFlavor | None = None,
               generation: int = 1) -> faust.App:
     """A fresh faust App with the fold agent registered; nothing connects until it is started.
-    Installs the seam's process-wide behaviours (streams.runtime.kafka.seam), which the fold relies on."""
+    Installs the seam's process-wide behaviours (streams.runtime.kafka.seam), which the fold relies on.
+    `flavor` overrides RECALL_BROKER_FLAVOR (as the worker's --broker-flavor does)."""
     from streams.runtime.kafka import seam
     from streams.runtime.kafka.agents import register_fold_agent
 
@@ -61,9 +62,10 @@ def build_app(settings: Settings, *, flavor: BrokerFlavor | None = None,
     if not settings.broker:
         raise RecallError("the Kafka runtime needs RECALL_BROKER (e.g. kafka://127.0.0.1:9092)",
                           code="STREAM_NO_BROKER")
-    chosen: BrokerFlavor = flavor or getattr(settings, "broker_flavor", None) or "kafka"
+    if flavor is not None:
+        settings = settings.model_copy(update={"broker_flavor": flavor})
     topics = Topics.of(settings, generation)
-    app = faust.App(topics.fold_app_id, **faust_options(settings, flavor=chosen))
+    app = faust.App(topics.fold_app_id, **faust_options(settings))
     # Exposed for the worker's stats line and for tests; faust Apps accept extra attributes.
     app.recall_fold = register_fold_agent(app, settings, topics)  # type: ignore[attr-defined]
     return app
