@@ -100,3 +100,24 @@ def test_detection_and_lineage_through_recall_ingest(tmp_path: Path) -> None:
     listed = {i["header"]["id"]: i for i in run("sessions")}
     assert set(listed) == {f"roo-code:{TASK}", f"roo-code:{TASK}:api"}
     assert listed[f"roo-code:{TASK}"]["title"].startswith("Bonjour, je suis en train")
+
+
+def test_a_rewritten_task_that_grew_adds_only_what_is_new(tmp_path: Path) -> None:
+    """Roo Code rewrites ui_messages.json whole as the task goes on."""
+    records = orjson.loads(agent(ROO_UI))
+    target = tmp_path / "tasks" / TASK / "ui_messages.json"
+    target.parent.mkdir(parents=True)
+    target.write_bytes(orjson.dumps(records[:24]))
+    data = tmp_path / "data"
+
+    def run(*args: str) -> Any:
+        result = CliRunner().invoke(main, ["--data-dir", str(data), *args, "--json"])
+        assert result.exit_code == 0, result.output
+        return orjson.loads(result.stdout)
+
+    first = run("ingest", str(tmp_path / "tasks"))
+    target.write_bytes(orjson.dumps(records))
+    grown = run("ingest", str(tmp_path / "tasks"))
+    assert grown["rejected"] == 0 and grown["rewritten"] == [], grown
+    whole = _one(import_roo_ui(agent(ROO_UI), SOURCE + "ui_messages.json"))
+    assert first["eventsAdded"] + grown["eventsAdded"] == len(whole.events)
