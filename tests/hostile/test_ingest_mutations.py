@@ -29,7 +29,12 @@ from hypothesis import strategies as st
 
 from streams.facade import Recall
 
-SOURCES = sorted(REALDATA.glob("*.jsonl")) + sorted(SAMPLES.glob("*.jsonl"))
+#: The agents whose logs start with a header line a native log could be taken for (Pi), or
+#: have none at all (Kimi CLI), beside the Claude Code and Codex logs and the native samples.
+NEWER = [REALDATA.parent / "agents" / "pi" / "before-compaction.jsonl",
+         REALDATA.parent / "agents" / "kimi-cli" / "00d5060aaec3fda180930ea52304b87b"
+         / "d8447fa8-9d8e-41af-9fc6-a12e4a196b6c.jsonl"]
+SOURCES = sorted(REALDATA.glob("*.jsonl")) + sorted(SAMPLES.glob("*.jsonl")) + NEWER
 WHOLE_FILE = {"INGEST_UNSUPPORTED_FORMAT", "INGEST_CORRUPT_COMPRESSION", "INGEST_FILE_TOO_LARGE",
               "INGEST_IMPORTER_FAILED", "INGEST_REWRITTEN_SOURCE"}
 HOSTILE_VALUES: list[Any] = [
