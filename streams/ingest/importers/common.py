@@ -87,15 +87,34 @@ def split_readable(items: Iterable[SourceLine | Rejection]) -> tuple[list[Source
 def load_document(data: bytes, prefix: str, source_name: str) -> dict[str, Any] | ImportedSession:
     """A whole-document format's JSON object, or (when the bytes are not one) a placeholder
     session parking the whole file: it may be mid-rewrite, and heals on the next import."""
+    found: dict[str, Any] | ImportedSession = _load_whole(data, prefix, source_name, dict,
+                                                          "object")
+    return found
+
+
+def load_records(data: bytes, prefix: str,
+                 source_name: str) -> tuple[list[SourceLine], list[Rejection]] | ImportedSession:
+    """A document that is a JSON array of records (Roo Code, OpenHands): its readable records
+    numbered by position, and those that are not objects; or, when the bytes are not such an
+    array, a placeholder session parking the whole file (it may be mid-rewrite)."""
+    value = _load_whole(data, prefix, source_name, list, "array")
+    if isinstance(value, ImportedSession):
+        return value
+    return split_readable(part_line(i + 1, v) for i, v in enumerate(value))
+
+
+def _load_whole(data: bytes, prefix: str, source_name: str, kind: type,
+                name: str) -> Any:
+    """The document's JSON value of type `kind`, or a placeholder session parking the file."""
     try:
         value = loads(data)
     except JSONDecodeError as exc:
         return orphan_session(prefix, source_name, [Rejection(
             0, INGEST_MALFORMED_JSON, f"the document does not parse (it may be mid-write): {exc}",
             data)])
-    if not isinstance(value, dict):
+    if not isinstance(value, kind):
         return orphan_session(prefix, source_name, [Rejection(
-            0, INGEST_SCHEMA_VIOLATION, "the document is not a JSON object", data)])
+            0, INGEST_SCHEMA_VIOLATION, f"the document is not a JSON {name}", data)])
     return value
 
 

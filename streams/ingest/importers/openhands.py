@@ -12,9 +12,7 @@ from __future__ import annotations
 from pathlib import PurePath
 from typing import Any
 
-from projections.codec import JSONDecodeError, loads
-from projections.errors import INGEST_MALFORMED_JSON, INGEST_SCHEMA_VIOLATION
-from projections.logformat import Rejection, decompress
+from projections.logformat import decompress
 from streams.ingest.importers.common import (
     Emitter,
     ImportedSession,
@@ -25,10 +23,8 @@ from streams.ingest.importers.common import (
     as_str,
     feed_each,
     iso_ms,
+    load_records,
     make_header,
-    orphan_session,
-    part_line,
-    split_readable,
     with_rejections,
 )
 from streams.ingest.importers.registry import ImporterSpec
@@ -172,16 +168,10 @@ def _session_id(source_name: str) -> str:
 
 def import_openhands(data: bytes, source_name: str) -> list[ImportedSession]:
     """One trajectory (a JSON array of events) → one session."""
-    try:
-        value = loads(decompress(data))
-    except JSONDecodeError as exc:
-        return [orphan_session(PREFIX, source_name, [Rejection(
-            0, INGEST_MALFORMED_JSON, f"the document does not parse (it may be mid-write): "
-            f"{exc}", data)])]
-    if not isinstance(value, list):
-        return [orphan_session(PREFIX, source_name, [Rejection(
-            0, INGEST_SCHEMA_VIOLATION, "the trajectory is not a JSON array", data)])]
-    lines, unreadable = split_readable(part_line(i + 1, v) for i, v in enumerate(value))
+    found = load_records(decompress(data), PREFIX, source_name)
+    if isinstance(found, ImportedSession):
+        return [found]
+    lines, unreadable = found
     created = next((t for ln in lines if (t := iso_ms(ln.value.get("timestamp"))) is not None), 0)
     header = make_header(_session_id(source_name), created)
     mapper = _OpenHandsMapper(created)

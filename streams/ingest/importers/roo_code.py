@@ -24,8 +24,7 @@ from pathlib import PurePath
 from typing import Any
 
 from projections.codec import JSONDecodeError, loads
-from projections.errors import INGEST_MALFORMED_JSON, INGEST_SCHEMA_VIOLATION
-from projections.logformat import Rejection, decompress
+from projections.logformat import decompress
 from streams.ingest.importers import compaction
 from streams.ingest.importers.common import (
     Emitter,
@@ -36,10 +35,8 @@ from streams.ingest.importers.common import (
     as_list,
     as_str,
     feed_each,
+    load_records,
     make_header,
-    orphan_session,
-    part_line,
-    split_readable,
     with_rejections,
 )
 from streams.ingest.importers.registry import ImporterSpec, Location
@@ -274,16 +271,10 @@ def _task_id(source_name: str) -> str:
 
 
 def _import(data: bytes, source_name: str, api: bool) -> list[ImportedSession]:
-    try:
-        value = loads(decompress(data))
-    except JSONDecodeError as exc:
-        return [orphan_session(PREFIX, source_name, [Rejection(
-            0, INGEST_MALFORMED_JSON, f"the document does not parse (it may be mid-write): "
-            f"{exc}", data)])]
-    if not isinstance(value, list):
-        return [orphan_session(PREFIX, source_name, [Rejection(
-            0, INGEST_SCHEMA_VIOLATION, "the document is not a JSON array", data)])]
-    lines, unreadable = split_readable(part_line(i + 1, v) for i, v in enumerate(value))
+    found = load_records(decompress(data), PREFIX, source_name)
+    if isinstance(found, ImportedSession):
+        return [found]
+    lines, unreadable = found
     task = _task_id(source_name)
     created = next((ts for ln in lines if isinstance(ts := ln.value.get("ts"), int)
                     and not isinstance(ts, bool) and ts >= 0), 0)
