@@ -156,4 +156,4 @@ SPEC = ImporterSpec(
     claims=lambda path: path.name.endswith(".json") and path.name != "sessions.json"
     and path.parent.name == "sessions" and path.parent.parent.name == ".continue",
     locations=(Location(".continue/sessions", env="CONTINUE_GLOBAL_DIR", below="sessions"),),
-    whole_document=True, late_time=True)
+    whole_document=True, late_time=True, reads_beside=("sessions.json",))

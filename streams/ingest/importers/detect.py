@@ -83,11 +83,13 @@ def passed_over(paths: Iterable[Path], taken: Iterable[Path]) -> Iterator[dict[s
     """Files below the given directories that look like agent logs (a JSON file with session
     keys near its start) but that the walk did not take: each with why, and how to force it."""
     skip = set(taken)
+    beside = {name for spec in REGISTRY for name in spec.reads_beside}
     for root in paths:
         if not root.is_dir():
             continue
         for child in sorted(root.rglob("*")):
-            if child in skip or not child.name.endswith(SNIFFED_SUFFIXES) or not child.is_file():
+            if child in skip or child.name in beside or not child.name.endswith(SNIFFED_SUFFIXES) \
+                    or not child.is_file():
                 continue
             head = document_head(read_head(child))
             keys = [key.decode()[1:-2] for key in LOG_KEYS if key in head]

@@ -64,6 +64,8 @@ class ImporterSpec:
     - `companions`: suffixes of files beside the source whose changes are the source's (a
       SQLite `-wal`): their size and mtime join the source's in "unchanged", and `recall watch`
       ingests the source when they change.
+    - `reads_beside`: names of files beside its sources that the importer reads too (Continue's
+      `sessions.json` index): a directory walk does not list them as logs it passed over.
     - `resume(data, source, done, next_seq)`: for an append-only format whose events group
       several writes (Aider's runs of output lines), what a grown file adds after an import that
       read its first `done` lines, numbered from `next_seq(session id)`. Without it, a grown file
@@ -80,6 +82,7 @@ class ImporterSpec:
     late_time: bool = False
     reads_source: bool = False
     companions: tuple[str, ...] = ()
+    reads_beside: tuple[str, ...] = ()
     resume: Resume | None = None
 
     def __call__(self, data: bytes, source_name: str) -> list[ImportedSession]:

@@ -115,5 +115,6 @@ def test_recall_ingest_of_a_continue_folder(tmp_path: Path) -> None:
     data = tmp_path / "data"
     report = run(data, "ingest", str(tmp_path / "in"))
     assert report["rejected"] == 0 and report["accounting"]["parked"] == 0, report
+    assert not report.get("passedOver")  # sessions.json is read by the importer, not a log
     (item,) = run(data, "sessions")
     assert item["header"]["id"] == SID and item["title"] == "Fix PostgreSQL script error"
