@@ -120,7 +120,10 @@ def _check_lossless_with_paths(value: Any, path: str) -> None:
 class SessionHeader(BaseModel):
     """Line 1 of a native log (PROTOCOL §1.1): immutable, validated storage metadata."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    # defer_build: the validator is built at the first validation, so a command that reads the
+    # index and never validates an event does not pay for it
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True,
+                              defer_build=True)
 
     type: Literal["session"]
     version: Literal[0]
@@ -158,7 +161,8 @@ def _is_windows_absolute(path: str) -> bool:
 class Event(BaseModel):
     """One log entry (PROTOCOL §1.2). surfaceOp and sourceEventSeqs stay raw: `fold_surface` judges them."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True,
+                              defer_build=True)
 
     type: str = Field(min_length=1)
     seq: StrictInt = Field(ge=0, le=MAX_SAFE_INTEGER)

@@ -12,11 +12,13 @@ from projections.errors import CODES
 from streams.core.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
-CODE = re.compile(r"(INGEST|RECALL|SESSION_QUERY|SESSION_REFERENCE|STREAM)_[A-Z0-9_]+\Z")
+#: (a name ending in `_` is a prefix, such as an environment variable family's)
+CODE = re.compile(r"(INGEST|RECALL|SESSION_QUERY|SESSION_REFERENCE|STREAM)_[A-Z0-9_]*[A-Z0-9]\Z")
 #: Environment variables share the RECALL_ prefix (docs/settings.md lists them).
 ENV = ({f"RECALL_{name.upper()}" for name in Settings.model_fields}
        | {"RECALL_MCP_SESSION", "RECALL_MCP_CWD", "RECALL_MCP_MAX_SEARCH_RESULTS",
-          "RECALL_MCP_SEARCH_TIMEOUT_MS"})
+          "RECALL_MCP_SEARCH_TIMEOUT_MS"}
+       | set(re.findall(r"`(RECALL_[A-Z0-9_]+)`", (ROOT / "docs" / "settings.md").read_text())))
 
 
 def literals() -> dict[str, str]:
