@@ -1,4 +1,5 @@
-"""Transport: the only bytes⇄model boundary (events, documents, dead letters, request/reply)."""
+"""Transport: Kafka records' bytes⇄model boundary (events, documents, dead letters,
+request/reply); the JSON inside them is written and read by projections.codec."""
 
 from __future__ import annotations
 
