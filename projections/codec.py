@@ -31,9 +31,9 @@ codes):
 - nesting deeper than MAX_JSON_DEPTH arrays/objects → INGEST_TOO_DEEP.
 
 JavaScript's JSON. A snapshot is a determinism contract: its bytes are what `JSON.stringify`
-writes, which orjson does not (JS prints `1e+21` and `1` where orjson prints `1e21` and `1.0`,
-puts array-index keys first, and escapes lone surrogates that orjson refuses), so that writer is
-its own code, below.
+writes, which orjson does not (JS prints `1.0` as `1`, `1e+20` as `100000000000000000000`, `1e-6` as
+`0.000001` and `-0` as `0`, puts array-index keys first, rounds integers past 2^53, and escapes
+lone surrogates that orjson refuses), so that writer is its own code, below.
 """
 
 from __future__ import annotations
