@@ -7,9 +7,10 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, ValidationError, field_validator
+from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from projections.codec import dumps
 from projections.errors import ConfigError
 
 
@@ -30,6 +31,36 @@ class Settings(BaseSettings):
     shards: int = Field(default=8, ge=1, le=256)
     #: RECALL_BROKER — e.g. kafka://127.0.0.1:9092; unset means the embedded runtime.
     broker: str | None = None
+    #: RECALL_KAFKA_SECURITY_PROTOCOL — how clients and workers reach the brokers:
+    #: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL (docs/kafka.md, "Connecting to a secured
+    #: cluster"). RECALL_BROKER may list several bootstrap brokers: kafka://h1:9093,h2:9093.
+    kafka_security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = \
+        "PLAINTEXT"
+    #: RECALL_KAFKA_SSL_CAFILE — PEM file of the CA(s) the brokers' certificates must chain to;
+    #: unset: the system's trusted CAs.
+    kafka_ssl_cafile: Path | None = None
+    #: RECALL_KAFKA_SSL_CERTFILE / RECALL_KAFKA_SSL_KEYFILE — client certificate and key (PEM)
+    #: for brokers that require TLS client authentication; the key's passphrase, if any, in
+    #: RECALL_KAFKA_SSL_KEY_PASSWORD.
+    kafka_ssl_certfile: Path | None = None
+    kafka_ssl_keyfile: Path | None = None
+    kafka_ssl_key_password: SecretStr | None = None
+    #: RECALL_KAFKA_SSL_CHECK_HOSTNAME — the broker's certificate must name the host connected
+    #: to (on by default; off only for certificates without the right names).
+    kafka_ssl_check_hostname: bool = True
+    #: RECALL_KAFKA_SASL_MECHANISM — PLAIN, SCRAM-SHA-256 or SCRAM-SHA-512 (SASL_* protocols).
+    kafka_sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] = "PLAIN"
+    #: RECALL_KAFKA_SASL_USERNAME / RECALL_KAFKA_SASL_PASSWORD — the SASL principal; the
+    #: password is never logged or shown.
+    kafka_sasl_username: str | None = None
+    kafka_sasl_password: SecretStr | None = None
+    #: RECALL_KAFKA_REQUEST_KEY_ID / RECALL_KAFKA_REQUEST_KEY_FILE — a client's request key: its
+    #: id and a file holding its secret; every request to the query workers is signed with it.
+    kafka_request_key_id: str | None = None
+    kafka_request_key_file: Path | None = None
+    #: RECALL_KAFKA_REQUEST_KEYS — a query worker's keyfile (JSON: key id → secret and the
+    #: workspaces that key may search); set, the worker answers signed requests only.
+    kafka_request_keys: Path | None = None
     #: RECALL_BROKER_FLAVOR — `tansu` enables that broker's work-arounds (one record per batch).
     broker_flavor: Literal["kafka", "tansu"] = "kafka"
     #: RECALL_TOPIC_PREFIX — topic names are <prefix>.events, <prefix>.documents, …
@@ -117,6 +148,17 @@ def _compile(source: str, what: str) -> re.Pattern[str]:
         return re.compile(source)
     except re.error as exc:
         raise ValueError(f"{what} {source!r} is not a valid regular expression: {exc}") from None
+
+
+def handover_json(settings: Settings) -> str:
+    """The settings as JSON for a child process's environment, secrets included: the child runs
+    with them as this process does (a plain dump would hand it `**********` for a password)."""
+    data = settings.model_dump(mode="json")
+    for name in type(settings).model_fields:
+        value = getattr(settings, name)
+        if isinstance(value, SecretStr):
+            data[name] = value.get_secret_value()
+    return dumps(data).decode("utf-8")
 
 
 def load_settings(**overrides: Any) -> Settings:

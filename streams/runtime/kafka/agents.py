@@ -7,11 +7,12 @@ import faust
 
 from streams.core.detectors import build_redactor
 from streams.core.settings import Settings
+from streams.runtime.kafka.connection import client_options
 from streams.runtime.kafka.folding import Fold
 from streams.runtime.kafka.foldstep import FoldProcessor
 from streams.runtime.kafka.producer import batching_producer
 from streams.runtime.kafka.seam import FaustFold, FoldTable
-from streams.runtime.kafka.topics import FOLD_TABLE, Topics, bootstrap_servers
+from streams.runtime.kafka.topics import FOLD_TABLE, Topics
 
 #: Records per batch. A batch costs one table write per touched key and one wait for the
 #: document acks, so bigger batches amortise more when sessions are bursty.
@@ -43,7 +44,7 @@ def register_fold_agent(app: faust.App, settings: Settings, topics: Topics) -> F
         # tansu work-around, needed only by the changelog), which made awaiting a batch's
         # document acks cost one round trip per record.
         assert settings.broker is not None
-        fold.producer = batching_producer(bootstrap_servers(settings.broker),
+        fold.producer = batching_producer(client_options(settings),
                                           linger_ms=OUTPUT_LINGER_MS)
         await fold.producer.start()
         try:

@@ -17,8 +17,11 @@ BrokerFlavor = Literal["kafka", "tansu"]
 
 def faust_options(settings: Settings) -> dict[str, Any]:
     """The faust settings we rely on; docs/ENGINE-NOTES.md says why each one."""
+    from streams.runtime.kafka.connection import faust_broker
+
     options: dict[str, Any] = {
-        "broker": settings.broker,
+        # every bootstrap host and the RECALL_KAFKA_* credentials (streams.runtime.kafka.connection)
+        **faust_broker(settings),
         "store": "memory://",
         "datadir": str(settings.data_dir / "faust"),
         # Session timeout bounds the first join on tansu (it holds JoinGroup for session/2) and

@@ -46,11 +46,13 @@ from streams.runtime.kafka.codec import (
     encode_dead_letter,
     encode_event_value,
 )
+from streams.runtime.kafka.connection import bootstrap_of, client_options, explained
 from streams.runtime.kafka.producer import EventProducer
 from streams.runtime.kafka.query import run_sync
 from streams.runtime.kafka.rpc import Requester
 from streams.runtime.kafka.sent import SentFiles, fresh_records, target_of
-from streams.runtime.kafka.topics import Topics, bootstrap_servers, ensure_topics
+from streams.runtime.kafka.topics import Topics, ensure_topics
+from streams.runtime.kafka.workspaces import request_signer
 
 #: Largest file parked whole with its bytes in a dead letter (base64 in a JSON record, well under
 #: brokers' 1 MB default record limit); a larger one is parked as a bounded record.
@@ -65,27 +67,45 @@ class KafkaBackend:
         seam.install()  # the client's reply consumer waits on empty fetches too
         self.settings = settings
         self.topics = Topics.of(settings)
-        self.bootstrap = bootstrap_servers(str(settings.broker))
+        self.bootstrap = client_options(settings)
         self.importers = normalize_importers(importers)
         self.detect = detect
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, name="recall-kafka",
                                        daemon=True)
         self.thread.start()
-        self.requester = Requester(self.bootstrap, self.topics.replies, settings.shards)
+        self.requester = Requester(self.bootstrap, self.topics.replies, settings.shards,
+                                   signer=request_signer(settings))
+        # Started on the first request: an agent host's principal may only produce events.
+        self._requester_lock = threading.Lock()
+        self._requester_up = False
         timeout = settings.request_timeout_s
         try:
-            # Only the shared topics: a client must not re-create a retired generation's ones.
-            run_sync(self.loop, ensure_topics(self.bootstrap, self.topics,
-                                              names=self.topics.shared()), timeout)
-            run_sync(self.loop, self.requester.start(), timeout)
+            # Only the shared topics: a client must not re-create a retired generation's ones;
+            # on a secured cluster the ones this principal may not see are the workers' to make.
+            self._sync(ensure_topics(self.bootstrap, self.topics, names=self.topics.shared(),
+                                     skip_unauthorized=True), timeout)
         except BaseException:
             self._stop_loop()
             raise
         self._producer: EventProducer | None = None
         #: What each file published (shipper.json), opened on the first ingest.
         self._sent: SentFiles | None = None
-        self.target = target_of(self.bootstrap, settings.topic_prefix)
+        self.target = target_of(bootstrap_of(self.bootstrap), settings.topic_prefix)
+
+    def _sync(self, coro: Any, timeout: float) -> Any:
+        """Run `coro` on the client's loop; a refused connection (authentication, TLS, a
+        missing ACL) comes back as the STREAM_* error that says which."""
+        try:
+            return run_sync(self.loop, coro, timeout)
+        except Exception as exc:
+            raise run_sync(self.loop, explained(self.bootstrap, exc), 30) from None
+
+    def _requester_started(self) -> None:
+        with self._requester_lock:
+            if not self._requester_up:
+                self._sync(self.requester.start(), self.settings.request_timeout_s)
+                self._requester_up = True
 
     def call(self, op: str, args: Mapping[str, Any]) -> Any:
         deadline = time.time() + self.settings.request_timeout_s
@@ -93,9 +113,9 @@ class KafkaBackend:
         # or an append (which append) is sent once.
         send = (self.requester.request if op in ("prepare_reference", "append_events")
                 else self.requester.request_retrying)
-        result = run_sync(self.loop, send(self.topics.requests, op, dict(args),
-                                          deadline=deadline),
-                          self.settings.request_timeout_s + 5)
+        self._requester_started()
+        result = self._sync(send(self.topics.requests, op, dict(args), deadline=deadline),
+                            self.settings.request_timeout_s + 5)
         if op == "append_events" and result.get("seqs"):
             # Read your writes: the worker numbers an append after the indexed log, so the next
             # append must not start before this one is indexed.
@@ -114,8 +134,8 @@ class KafkaBackend:
         if self.call("filter_sessions", {"filters": [{"kind": "id", "values": [session_id]}]}):
             raise SessionExists(f"session {session_id!r} already exists")
         record = (session_id.encode("utf-8"), encode_event_value(dict(header)))
-        run_sync(self.loop, self._publish(self._producer_started(), [record], "create", []),
-                 self.settings.request_timeout_s)
+        self._sync(self._publish(self._producer_started(), [record], "create", []),
+                   self.settings.request_timeout_s)
         self._wait_visible(session_id, None, deadline)
         return dict(header)
 
@@ -146,7 +166,7 @@ class KafkaBackend:
                 await producer.start()
                 return producer
 
-            self._producer = run_sync(self.loop, start(), self.settings.request_timeout_s)
+            self._producer = self._sync(start(), self.settings.request_timeout_s)
         return self._producer
 
     def _sent_files(self) -> SentFiles:
@@ -187,8 +207,8 @@ class KafkaBackend:
                 else:
                     if read is not None:
                         records, rejections, entry = read
-                        run_sync(self.loop, self._publish(producer, records, key, rejections),
-                                 self.settings.request_timeout_s * 4)
+                        self._sync(self._publish(producer, records, key, rejections),
+                                   self.settings.request_timeout_s * 4)
                         report.count_rejections(rejections)
                         if entry is not None:  # acked: remembered
                             state[key] = entry
@@ -356,9 +376,8 @@ class KafkaBackend:
         """Every letter on the dead-letter topic, in the embedded file's record shape."""
         from streams.runtime.kafka.deadletters import read_dead_letters
 
-        letters: list[dict[str, Any]] = run_sync(
-            self.loop, read_dead_letters(self.bootstrap, self.topics),
-            self.settings.request_timeout_s * 4)
+        letters: list[dict[str, Any]] = self._sync(
+            read_dead_letters(self.bootstrap, self.topics), self.settings.request_timeout_s * 4)
         return letters
 
     def close(self) -> None:

@@ -25,11 +25,19 @@ from streams.runtime.kafka.codec import (
     error_reply,
     ok_reply,
 )
+from streams.runtime.kafka.connection import client_options, connect_kwargs
 from streams.runtime.kafka.fleet import fleet_cursor_key
 from streams.runtime.kafka.membership import instance_id
 from streams.runtime.kafka.query import CoordinatorBackend, RemoteQuery, run_sync
 from streams.runtime.kafka.rpc import TIMEOUT, FirstSight, Requester, failure_reply, parse_reply_to
-from streams.runtime.kafka.topics import Topics, bootstrap_servers
+from streams.runtime.kafka.topics import Topics
+from streams.runtime.kafka.workspaces import (
+    Grant,
+    Headers,
+    KeyRing,
+    Unauthenticated,
+    WorkspaceQuery,
+)
 from streams.service.operations import dispatch
 from streams.service.reference import number_events
 
@@ -45,7 +53,7 @@ class QueryCoordinator:
         self.settings = settings
         # Requests scatter to the shard owners of the live generation only.
         self.topics = Topics.of(settings, generation)
-        self.bootstrap = bootstrap_servers(str(settings.broker))
+        self.bootstrap = client_options(settings)
         self.shard_topic = self.topics.shard_requests
         self.producer: AIOKafkaProducer | None = None
         self.requester: Requester | None = None
@@ -54,6 +62,10 @@ class QueryCoordinator:
         self._slots = asyncio.Semaphore(CONCURRENCY)
         self._taken = FirstSight()
         self._local = threading.local()  # each request's deadline, per handling thread
+        #: Set (RECALL_KAFKA_REQUEST_KEYS): only signed requests are answered, each within its
+        #: key's workspaces (streams.runtime.kafka.workspaces).
+        self.keyring = (KeyRing.load(settings.kafka_request_keys)
+                        if settings.kafka_request_keys is not None else None)
 
     def switch(self, generation: int) -> None:
         """Scatter to `generation`'s shard owners from the next request on (a request in
@@ -64,14 +76,14 @@ class QueryCoordinator:
     async def run(self, stop: asyncio.Event) -> None:
         self.loop = asyncio.get_running_loop()
         key = await fleet_cursor_key(self.bootstrap, self.settings.topic_prefix)
-        self.producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, acks="all", linger_ms=0)
+        self.producer = AIOKafkaProducer(**connect_kwargs(self.bootstrap), acks="all", linger_ms=0)
         await self.producer.start()
         self.requester = Requester(self.bootstrap, self.topics.replies, self.settings.shards,
                                    producer=self.producer)
         await self.requester.start()
         self.remote = RemoteQuery(self.settings, key, self._call_shard, self._scatter)
         consumer = AIOKafkaConsumer(
-            self.topics.requests, bootstrap_servers=self.bootstrap,
+            self.topics.requests, **connect_kwargs(self.bootstrap),
             group_id=f"{self.settings.topic_prefix}.query", auto_offset_reset="latest",
             group_instance_id=instance_id(self.settings, "query"),
             # No commits: a request is worth answering only now, and a commit failing during a
@@ -88,7 +100,8 @@ class QueryCoordinator:
                 for records in batches.values():
                     for record in records:
                         await self._slots.acquire()
-                        task = asyncio.create_task(self._serve(record.value or b""))
+                        task = asyncio.create_task(
+                            self._serve(record.value or b"", list(record.headers or ())))
                         tasks.add(task)
                         task.add_done_callback(tasks.discard)
         finally:
@@ -98,7 +111,7 @@ class QueryCoordinator:
             await self.requester.stop()
             await self.producer.stop()
 
-    async def _serve(self, value: bytes) -> None:
+    async def _serve(self, value: bytes, headers: Headers = ()) -> None:
         try:
             try:
                 request = decode_request(value)
@@ -107,7 +120,13 @@ class QueryCoordinator:
                 return
             if not self._taken.first(request.id):
                 return  # a requester's next attempt of a request this worker took
-            reply = await self._answer(request)
+            try:
+                grant = None if self.keyring is None else self.keyring.verify(value, headers)
+            except Unauthenticated as exc:
+                log.warning("request %s refused: %s", request.id, exc.message)
+                reply = failure_reply(request.id, exc, self.settings.data_dir)
+            else:
+                reply = await self._answer(request, grant)
             topic, partition = parse_reply_to(request.reply_to)
             assert self.producer is not None
             await self.producer.send_and_wait(topic, encode_reply(reply), partition=partition)
@@ -116,14 +135,14 @@ class QueryCoordinator:
         finally:
             self._slots.release()
 
-    async def _answer(self, request: Request) -> Any:
+    async def _answer(self, request: Request, grant: Grant | None = None) -> Any:
         deadline = request.deadline_ms / 1000
         if time.time() >= deadline:
             return error_reply(request.id, TIMEOUT, "the request's deadline passed before a "
                                "worker took it")
         try:
             result = await asyncio.wait_for(
-                asyncio.to_thread(self._handle, request.op, request.args, deadline),
+                asyncio.to_thread(self._handle, request.op, request.args, deadline, grant),
                 max(0.0, deadline - time.time()))
             return ok_reply(request.id, result)
         except TimeoutError:
@@ -134,10 +153,14 @@ class QueryCoordinator:
 
     # --- runs in a worker thread --------------------------------------------------------------
 
-    def _handle(self, op: str, args: Mapping[str, Any], deadline: float) -> Any:
+    def _handle(self, op: str, args: Mapping[str, Any], deadline: float,
+                grant: Grant | None = None) -> Any:
         self._local.deadline = deadline
         assert self.remote is not None
-        return dispatch(CoordinatorBackend(self.remote, self._append,
+        remote: RemoteQuery | WorkspaceQuery = self.remote
+        if grant is not None and grant.workspaces is not None:
+            remote = WorkspaceQuery(self.remote, grant.workspaces)
+        return dispatch(CoordinatorBackend(remote, self._append,
                                            f"gen-{self.topics.generation:06d}"), op, args)
 
     def _remaining(self) -> float:

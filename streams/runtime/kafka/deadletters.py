@@ -16,6 +16,7 @@ from typing import Any
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from streams.runtime.kafka.codec import dead_letter_key, decode_dead_letter
+from streams.runtime.kafka.connection import Connect, connect_kwargs
 from streams.runtime.kafka.topics import Topics
 
 IMPORT_PREFIX = "import:"
@@ -38,9 +39,9 @@ def as_record(letter_bytes: bytes, timestamp_ms: int) -> dict[str, Any]:
             "bytes": None if original is None else base64.b64encode(original).decode("ascii")}
 
 
-async def read_dead_letters(bootstrap: str, topics: Topics) -> list[dict[str, Any]]:
+async def read_dead_letters(bootstrap: Connect, topics: Topics) -> list[dict[str, Any]]:
     """Every letter on the dead-letter topic now, oldest first per partition, one per key."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False,
+    consumer = AIOKafkaConsumer(**connect_kwargs(bootstrap), enable_auto_commit=False,
                                 fetch_max_wait_ms=100, auto_offset_reset="earliest")
     await consumer.start()
     try:

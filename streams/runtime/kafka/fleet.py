@@ -20,6 +20,7 @@ from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from projections.codec import dumps, loads
+from streams.runtime.kafka.connection import Connect, connect_kwargs
 
 CURSOR_KEY = b"cursor-key"
 LINEUP_KEY = b"generations"
@@ -29,9 +30,9 @@ def control_topic(prefix: str) -> str:
     return f"{prefix}.control"
 
 
-async def ensure_fleet_topics(bootstrap: str, prefix: str) -> None:
+async def ensure_fleet_topics(bootstrap: Connect, prefix: str) -> None:
     """Create `<p>.control` (1 partition, kept forever)."""
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AIOKafkaAdminClient(**connect_kwargs(bootstrap))
     await admin.start()
     try:
         if control_topic(prefix) not in set(await admin.list_topics()):
@@ -44,10 +45,10 @@ async def ensure_fleet_topics(bootstrap: str, prefix: str) -> None:
         await admin.close()
 
 
-async def _control_records(bootstrap: str, topic: str, key: bytes, *,
+async def _control_records(bootstrap: Connect, topic: str, key: bytes, *,
                            first: bool) -> bytes | None:
     """The first (or last) value of `key` in the control topic, reading it to its end."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+    consumer = AIOKafkaConsumer(**connect_kwargs(bootstrap), group_id=None,
                                 enable_auto_commit=False, fetch_max_wait_ms=50)
     await consumer.start()
     found: bytes | None = None
@@ -68,17 +69,17 @@ async def _control_records(bootstrap: str, topic: str, key: bytes, *,
         await consumer.stop()
 
 
-async def _first_key(bootstrap: str, topic: str) -> bytes | None:
+async def _first_key(bootstrap: Connect, topic: str) -> bytes | None:
     return await _control_records(bootstrap, topic, CURSOR_KEY, first=True)
 
 
-async def fleet_cursor_key(bootstrap: str, prefix: str) -> bytes:
+async def fleet_cursor_key(bootstrap: Connect, prefix: str) -> bytes:
     """The fleet's cursor-signing key, created on first use."""
     topic = control_topic(prefix)
     key = await _first_key(bootstrap, topic)
     if key is not None:
         return key
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+    producer = AIOKafkaProducer(**connect_kwargs(bootstrap), acks="all")
     await producer.start()
     try:
         await producer.send_and_wait(topic, secrets.token_bytes(32), key=CURSOR_KEY, partition=0)
@@ -131,14 +132,14 @@ class Lineup:
                    else None)
 
 
-async def read_lineup(bootstrap: str, prefix: str) -> Lineup:
+async def read_lineup(bootstrap: Connect, prefix: str) -> Lineup:
     """The latest lineup; generation 1 alone when none was ever published."""
     raw = await _control_records(bootstrap, control_topic(prefix), LINEUP_KEY, first=False)
     return Lineup.from_json(raw) if raw else Lineup()
 
 
-async def publish_lineup(bootstrap: str, prefix: str, lineup: Lineup) -> None:
-    producer = AIOKafkaProducer(bootstrap_servers=bootstrap, acks="all")
+async def publish_lineup(bootstrap: Connect, prefix: str, lineup: Lineup) -> None:
+    producer = AIOKafkaProducer(**connect_kwargs(bootstrap), acks="all")
     await producer.start()
     try:
         await producer.send_and_wait(control_topic(prefix), lineup.to_json(), key=LINEUP_KEY,

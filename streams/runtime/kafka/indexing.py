@@ -26,12 +26,13 @@ from streams.runtime.kafka.codec import (
     encode_reply,
     ok_reply,
 )
+from streams.runtime.kafka.connection import client_options, connect_kwargs
 from streams.runtime.kafka.fleet import ensure_fleet_topics, fleet_cursor_key
 from streams.runtime.kafka.membership import instance_id
 from streams.runtime.kafka.partitions import PartitionLoop
 from streams.runtime.kafka.query import answer_shard_request
 from streams.runtime.kafka.rpc import FirstSight, failure_reply, parse_reply_to
-from streams.runtime.kafka.topics import Topics, bootstrap_servers, ensure_topics
+from streams.runtime.kafka.topics import Topics, ensure_topics
 
 log = logging.getLogger("recall.indexing")
 
@@ -104,9 +105,9 @@ class DocumentIndexer:
         self.topics = Topics.of(settings, generation)
         self.shards = shards
         self.stats: Counter[str] = Counter()
-        bootstrap = bootstrap_servers(settings.broker)
+        bootstrap = client_options(settings)
         self.consumer = AIOKafkaConsumer(
-            bootstrap_servers=bootstrap, group_id=group_id or self.topics.index_group,
+            **connect_kwargs(bootstrap), group_id=group_id or self.topics.index_group,
             group_instance_id=instance_id(settings, f"index.g{generation}"),
             enable_auto_commit=False, auto_offset_reset="earliest",
             session_timeout_ms=int(settings.session_timeout_s * 1000),
@@ -114,7 +115,7 @@ class DocumentIndexer:
             # tansu does not wake a long poll when data arrives; keep the wait short.
             fetch_max_wait_ms=fetch_max_wait_ms, max_poll_records=BATCH_MAX,
             partition_assignment_strategy=(RangePartitionAssignor,))
-        self.producer = AIOKafkaProducer(bootstrap_servers=bootstrap)
+        self.producer = AIOKafkaProducer(**connect_kwargs(bootstrap))
         self.settings = settings
         self.bootstrap = bootstrap
         self.shard_topic = self.topics.shard_requests

@@ -36,9 +36,10 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from streams.core.settings import Settings
 from streams.runtime.kafka import seam
+from streams.runtime.kafka.connection import client_options, connect_kwargs
 from streams.runtime.kafka.fleet import LINEUP_KEY, Lineup, control_topic
 from streams.runtime.kafka.indexing import GATHER_S, DocumentIndexer
-from streams.runtime.kafka.topics import Topics, bootstrap_servers
+from streams.runtime.kafka.topics import Topics
 
 log = logging.getLogger("recall.lineup")
 #: How often a worker looks for retired generations whose retention window has ended.
@@ -60,7 +61,7 @@ class LineupWatcher:
         self.lineup = lineup
         self.live = lineup.live
         self.on_live_change: Callable[[int], None] = lambda generation: None
-        self.bootstrap = bootstrap_servers(str(settings.broker))
+        self.bootstrap = client_options(settings)
         #: The index role's indexers, per generation (live, building, retiring).
         self.indexers: dict[int, tuple[DocumentIndexer, asyncio.Task[None], asyncio.Event]] = {}
         self._retiring: dict[int, float] = {}
@@ -161,7 +162,7 @@ class LineupWatcher:
             return
         from aiokafka.admin import AIOKafkaAdminClient
 
-        admin = AIOKafkaAdminClient(bootstrap_servers=self.bootstrap)
+        admin = AIOKafkaAdminClient(**connect_kwargs(self.bootstrap))
         await admin.start()
         try:
             existing = set(await admin.list_topics())
@@ -218,7 +219,7 @@ async def follow_lineups(settings: Settings, wait_ms: int, stopped: Callable[[],
     lineup read (once the reader caught up with the topic's end as of its start: older lineups
     are history, and one read on its own would look like a change) or None (nothing new).
     `started(consumer)` sees the reader's consumer before it starts (to `seam.wake` it)."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap_servers(str(settings.broker)),
+    consumer = AIOKafkaConsumer(**client_options(settings),
                                 group_id=None, enable_auto_commit=False,
                                 fetch_max_wait_ms=wait_ms)
     started(consumer)

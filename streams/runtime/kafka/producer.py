@@ -19,6 +19,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 
 from streams.runtime.kafka.codec import encode_segment
+from streams.runtime.kafka.connection import Connect, connect_kwargs
 
 #: Upper bound of a segment's bytes (a line longer than this travels alone). Big enough that a
 #: segment carries a few hundred typical events, small enough to stay far below brokers' 1 MB
@@ -38,14 +39,14 @@ BATCH_BYTES = 1024 * 1024
 COMPRESSION = "zstd"
 
 
-def batching_producer(bootstrap: str, **options: Any) -> AIOKafkaProducer:
+def batching_producer(bootstrap: Connect, **options: Any) -> AIOKafkaProducer:
     """An aiokafka producer with large compressed batches (callers await acks once per batch
     of sends)."""
     settings: dict[str, Any] = {"linger_ms": 2, "max_batch_size": BATCH_BYTES,
                                 "max_request_size": 2 * BATCH_BYTES,
                                 "compression_type": COMPRESSION}
     settings.update(options)
-    return AIOKafkaProducer(bootstrap_servers=bootstrap, **settings)
+    return AIOKafkaProducer(**connect_kwargs(bootstrap), **settings)
 
 
 def pack_segments(lines: Iterable[bytes], max_bytes: int = SEGMENT_MAX_BYTES) -> Iterator[bytes]:
@@ -71,7 +72,7 @@ class EventProducer:
     together (a file) at once. `flush()` sends everything buffered and waits for every ack.
     Lines of one session go out in the order they were given (one producer, partitioned by key)."""
 
-    def __init__(self, bootstrap: str, topic: str, *,
+    def __init__(self, bootstrap: Connect, topic: str, *,
                  max_segment_bytes: int = SEGMENT_MAX_BYTES,
                  linger_ms: float = SEGMENT_LINGER_MS, acks: Any = "all",
                  producer: AIOKafkaProducer | None = None) -> None:

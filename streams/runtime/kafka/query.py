@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from indexer import QueryService, ShardSet
 from indexer.digest import combine_digests, session_digests
@@ -28,6 +28,9 @@ from projections.errors import SessionQueryError
 from streams.core.settings import Settings
 from streams.service.operations import dispatch
 from streams.service.reference import ReferenceService
+
+if TYPE_CHECKING:
+    from streams.runtime.kafka.workspaces import WorkspaceQuery
 
 #: Operations a shard owner answers from its local shard (single-session ones run whole).
 SINGLE_SESSION_OPS = ("search_events", "read_session", "read_surface", "read_event",
@@ -161,7 +164,7 @@ class CoordinatorBackend:
     """Backend shape for `dispatch` on a coordinator: remote reads, references appended by
     producing to `<p>.events`."""
 
-    def __init__(self, remote: RemoteQuery,
+    def __init__(self, remote: RemoteQuery | WorkspaceQuery,
                  append: Callable[[str, Sequence[Mapping[str, Any]]], list[int]],
                  generation: str = "gen-000001") -> None:
         self._query = remote
@@ -172,7 +175,7 @@ class CoordinatorBackend:
             max_reference_bytes=settings.max_reference_bytes,
             candidate_limit=settings.candidate_limit)
 
-    def query(self) -> RemoteQuery:
+    def query(self) -> RemoteQuery | WorkspaceQuery:
         return self._query
 
     def reference(self) -> ReferenceService:

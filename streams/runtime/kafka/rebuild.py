@@ -37,12 +37,13 @@ from indexer.pipeline import bulk_mode
 from projections.errors import RecallError
 from streams.core.detectors import build_redactor
 from streams.core.settings import Settings
+from streams.runtime.kafka.connection import Connect, client_options, connect_kwargs
 from streams.runtime.kafka.fleet import Lineup, ensure_fleet_topics, publish_lineup, read_lineup
 from streams.runtime.kafka.folding import Fold
 from streams.runtime.kafka.foldstep import FoldProcessor, position_key
 from streams.runtime.kafka.partitions import LOOK_PAST_END_MS, PartitionLoop, log_ends
 from streams.runtime.kafka.producer import batching_producer
-from streams.runtime.kafka.topics import Topics, bootstrap_servers, ensure_topics
+from streams.runtime.kafka.topics import Topics, ensure_topics
 
 log = logging.getLogger("recall.jobs")
 
@@ -81,9 +82,9 @@ def generation_name(generation: int) -> str:
     return f"gen-{generation:06d}"
 
 
-async def _read_table(bootstrap: str, topics: Topics) -> dict[str, bytes]:
+async def _read_table(bootstrap: Connect, topics: Topics) -> dict[str, bytes]:
     """The fold table of a generation, read back from its changelog (to resume a build)."""
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+    consumer = AIOKafkaConsumer(**connect_kwargs(bootstrap), group_id=None,
                                 enable_auto_commit=False, fetch_max_wait_ms=LOOK_PAST_END_MS)
     await consumer.start()
     table: dict[str, bytes] = {}
@@ -168,7 +169,7 @@ async def fold_generation(settings: Settings, generation: int,
     """Fold `<p>.events` from the positions recorded in the generation's fold table (read back
     from its changelog; else its committed offsets; else the start) to its end into the
     generation's documents topic and changelog; returns the lines folded."""
-    bootstrap = bootstrap_servers(str(settings.broker))
+    bootstrap = client_options(settings)
     topics = Topics.of(settings, generation)
     table = _ChangelogTable(batching_producer(bootstrap, acks="all", linger_ms=5),
                             topics.changelog, await _read_table(bootstrap, topics))
@@ -176,7 +177,7 @@ async def fold_generation(settings: Settings, generation: int,
                 FoldProcessor(max_event_bytes=settings.max_event_bytes,
                               redactor=build_redactor(settings)), table.producer)
     # The group's commits follow the table's positions: the lag a reader of the group sees.
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=topics.fold_app_id,
+    consumer = AIOKafkaConsumer(**connect_kwargs(bootstrap), group_id=topics.fold_app_id,
                                 enable_auto_commit=False, auto_offset_reset="earliest",
                                 fetch_max_wait_ms=50, max_partition_fetch_bytes=8 << 20)
     # commits follow the changelog's acks (flushed below), never run ahead of the table
@@ -250,16 +251,16 @@ class _CommittedOffsets:
         return {tp: max(0, found[tp].offset) if tp in found else 0 for tp in tps}
 
 
-async def wait_caught_up(bootstrap: str, group: str, topic: str, partitions: int,
+async def wait_caught_up(bootstrap: Connect, group: str, topic: str, partitions: int,
                          progress: Progress | None = None, *, poll_s: float = CAUGHT_UP_POLL_S,
                          what: str = "", stall_s: float = 120.0) -> int:
     """Until `group` has committed `topic`'s end offsets as of the call; returns the records
     it consumed. Raises JobStalled after `stall_s` without progress. One consumer (outside
     the group: it only reads the log's ends) and one admin client serve every look."""
     tps = [TopicPartition(topic, p) for p in range(partitions)]
-    consumer = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=None,
+    consumer = AIOKafkaConsumer(**connect_kwargs(bootstrap), group_id=None,
                                 enable_auto_commit=False, fetch_max_wait_ms=LOOK_PAST_END_MS)
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+    admin = AIOKafkaAdminClient(**connect_kwargs(bootstrap))
     async with contextlib.AsyncExitStack() as clients:
         await consumer.start()
         clients.push_async_callback(consumer.stop)
@@ -288,7 +289,7 @@ async def wait_caught_up(bootstrap: str, group: str, topic: str, partitions: int
 class _Lease:
     """The job lease: every lineup change of a job is published through it, lease attached."""
 
-    def __init__(self, bootstrap: str, prefix: str, kind: str, lineup: Lineup, *,
+    def __init__(self, bootstrap: Connect, prefix: str, kind: str, lineup: Lineup, *,
                  lease_s: float) -> None:
         self.lease_s = lease_s
         self.bootstrap, self.prefix, self.kind = bootstrap, prefix, kind
@@ -342,8 +343,8 @@ class _Lease:
         await self.release(self.lineup)
 
 
-async def _prepare(settings: Settings) -> tuple[str, Lineup]:
-    bootstrap = bootstrap_servers(str(settings.broker))
+async def _prepare(settings: Settings) -> tuple[Connect, Lineup]:
+    bootstrap = client_options(settings)
     await ensure_fleet_topics(bootstrap, settings.topic_prefix)
     return bootstrap, await read_lineup(bootstrap, settings.topic_prefix)
 

@@ -23,6 +23,8 @@ from projections.errors import RecallError
 from streams.core.errorlog import as_recall_error
 from streams.runtime.kafka import seam
 from streams.runtime.kafka.codec import Reply, Request, decode_reply, encode_request, error_reply
+from streams.runtime.kafka.connection import Connect, connect_kwargs
+from streams.runtime.kafka.workspaces import Signer
 
 TIMEOUT = "RECALL_REQUEST_TIMEOUT"
 #: Fetch wait of an idle reply consumer: it bounds the fetches of an idle requester, and each
@@ -61,9 +63,11 @@ def parse_reply_to(reply_to: str) -> tuple[str, int]:
 class Requester:
     """Sends requests and awaits their replies on its own reply partition."""
 
-    def __init__(self, bootstrap: str, replies_topic: str, partitions: int,
-                 producer: AIOKafkaProducer | None = None) -> None:
+    def __init__(self, bootstrap: Connect, replies_topic: str, partitions: int,
+                 producer: AIOKafkaProducer | None = None, signer: Signer | None = None) -> None:
         self.bootstrap = bootstrap
+        #: Signs each request (RECALL_KAFKA_REQUEST_KEY_*: streams.runtime.kafka.workspaces).
+        self.signer = signer
         self.replies_topic = replies_topic
         self.partition = random.randrange(partitions)
         self.producer = producer
@@ -74,9 +78,9 @@ class Requester:
 
     async def start(self) -> None:
         if self.producer is None:
-            self.producer = AIOKafkaProducer(bootstrap_servers=self.bootstrap, linger_ms=0)
+            self.producer = AIOKafkaProducer(**connect_kwargs(self.bootstrap), linger_ms=0)
             await self.producer.start()
-        self._consumer = AIOKafkaConsumer(bootstrap_servers=self.bootstrap, group_id=None,
+        self._consumer = AIOKafkaConsumer(**connect_kwargs(self.bootstrap), group_id=None,
                                           enable_auto_commit=False, auto_offset_reset="latest",
                                           fetch_max_wait_ms=FETCH_WAIT_MS)
         await self._consumer.start()
@@ -141,11 +145,13 @@ class Requester:
         request = encode_request(Request(id=request_id, op=op, args=args,
                                          replyTo=f"{self.replies_topic}:{self.partition}",
                                          deadlineMs=int(deadline * 1000)))
+        headers = None if self.signer is None else self.signer.headers(request)
         try:
             while True:
                 if self._consumer is not None:
                     seam.wake(self._consumer)
-                await self.producer.send_and_wait(topic, request, key=key, partition=partition)
+                await self.producer.send_and_wait(topic, request, key=key, partition=partition,
+                                                  headers=headers)
                 remaining = deadline - time.time()
                 if remaining <= 0:
                     raise RequestTimeout(f"{op}: the deadline passed before the request was "

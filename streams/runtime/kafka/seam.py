@@ -239,7 +239,10 @@ async def _highwaters_from_the_log(self: Any, partitions: list[Any]) -> Any:
     if not partitions or self.consumer.in_transaction:
         return await _faust_highwaters(self, partitions)
     servers = faust_aiokafka.server_list(self.transport.url, self.transport.default_port)
-    looker = AIOKafkaConsumer(bootstrap_servers=servers, group_id=None,
+    # the same credentials as faust's own clients (RECALL_KAFKA_*, through broker_credentials)
+    auth = faust_aiokafka.credentials_to_aiokafka_auth(self.app.conf.broker_credentials,
+                                                       self.app.conf.ssl_context)
+    looker = AIOKafkaConsumer(bootstrap_servers=servers, group_id=None, **auth,
                               enable_auto_commit=False, fetch_max_wait_ms=LOOK_PAST_END_MS)
     await looker.start()
     try:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ FOLD_TABLE = "state"
 
 # Kafka error codes create_topics can answer with that still mean "the topic is there".
 _TOPIC_ALREADY_EXISTS = 36
+_TOPIC_AUTHORIZATION_FAILED = 29
 
 _FOREVER = {"retention.ms": "-1", "retention.bytes": "-1"}
 #: Requests and replies are worthless after their deadline; an hour covers any sane one.
@@ -141,30 +143,44 @@ async def _partition_counts(admin: Any, names: list[str]) -> dict[str, int]:
         await asyncio.sleep(0.1)
 
 
-async def ensure_topics(bootstrap: str, topics: Topics, *, names: list[str] | None = None,
-                        replication: int = 1) -> list[str]:
+async def ensure_topics(bootstrap: str | Mapping[str, Any], topics: Topics, *,
+                        names: list[str] | None = None, replication: int = 1,
+                        skip_unauthorized: bool = False) -> list[str]:
     """Create the missing topics (all by default) and check partition counts; return the names
-    created. Safe to call from several processes at once."""
+    created. Safe to call from several processes at once. `skip_unauthorized`: a topic this
+    principal may neither see nor create (a secured cluster's ACLs) is left to the workers."""
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    from streams.runtime.kafka.connection import connect_kwargs
 
     wanted = topics.configs()
     selected = names if names is not None else list(wanted)
-    admin = AIOKafkaAdminClient(bootstrap_servers=bootstrap, request_timeout_ms=15000)
+    admin = AIOKafkaAdminClient(**connect_kwargs(bootstrap), request_timeout_ms=15000)
     await admin.start()
     try:
         existing = set(await admin.list_topics())
         missing = [n for n in selected if n not in existing]
         created: list[str] = []
+        denied: set[str] = set()
         if missing:
             response = await admin.create_topics([
                 NewTopic(name, topics.partitions, replication, topic_configs=wanted.get(name, {}))
                 for name in missing])
             for name, code, message in _topic_errors(response):
+                if code == _TOPIC_AUTHORIZATION_FAILED and skip_unauthorized:
+                    denied.add(name)
+                    continue
+                if code == _TOPIC_AUTHORIZATION_FAILED:
+                    from streams.runtime.kafka.connection import KafkaNotAuthorized
+
+                    raise KafkaNotAuthorized(f"not authorized to create topic {name}",
+                                             hint="create the topics as a principal allowed "
+                                             "to, or grant CREATE on them")
                 if code not in (0, _TOPIC_ALREADY_EXISTS):
                     raise TopicSetupError(f"creating topic {name} failed: error {code} {message}")
                 if code == 0:
                     created.append(name)
-        counts = await _partition_counts(admin, selected)
+        counts = await _partition_counts(admin, [n for n in selected if n not in denied])
         for name, count in counts.items():
             if count != topics.partitions:
                 raise TopicSetupError(f"topic {name} has {count} partitions; "

@@ -22,9 +22,10 @@ from collections.abc import Sequence
 import faust
 
 from indexer.pipeline import use_bulk_gc
-from streams.core.settings import Settings
+from streams.core.settings import Settings, handover_json
 from streams.runtime.kafka import seam
 from streams.runtime.kafka.app import build_app
+from streams.runtime.kafka.connection import client_options, explained
 from streams.runtime.kafka.coordinator import QueryCoordinator
 from streams.runtime.kafka.fleet import Lineup, ensure_fleet_topics, read_lineup
 from streams.runtime.kafka.lineup import LineupFollower, LineupWatcher
@@ -35,7 +36,8 @@ from streams.runtime.kafka.supervisor import (
     ready_for_notices,
     watch_parent,
 )
-from streams.runtime.kafka.topics import Topics, bootstrap_servers, ensure_topics
+from streams.runtime.kafka.topics import Topics, ensure_topics
+from streams.runtime.kafka.workspaces import KeyRing
 
 log = logging.getLogger("recall.worker")
 
@@ -58,8 +60,13 @@ def run_worker(settings: Settings, roles: Sequence[str], *, loglevel: str = "war
                         format="%(asctime)s %(levelname)s supervisor: %(message)s")
     seam.install()  # the lineup follower waits on empty fetches too
     name_process("recall-worker")
-    lineup = asyncio.run(_ensure_topics(settings))
-    env = {**os.environ, SETTINGS_ENV: settings.model_dump_json(),
+    if settings.kafka_request_keys is not None:
+        KeyRing.load(settings.kafka_request_keys)  # a bad keyfile stops the worker here
+    try:
+        lineup = asyncio.run(_ensure_topics(settings))
+    except Exception as exc:  # a refused connection says which (authentication, TLS, ACL)
+        raise asyncio.run(explained(client_options(settings), exc)) from None
+    env = {**os.environ, SETTINGS_ENV: handover_json(settings),
            SUPERVISOR_ENV: str(os.getpid())}
     wanted = list(dict.fromkeys(roles))
 
@@ -111,7 +118,7 @@ def run_worker(settings: Settings, roles: Sequence[str], *, loglevel: str = "war
 
 
 async def _ensure_topics(settings: Settings) -> Lineup:
-    bootstrap = bootstrap_servers(str(settings.broker))
+    bootstrap = client_options(settings)
     await ensure_fleet_topics(bootstrap, settings.topic_prefix)
     lineup = await read_lineup(bootstrap, settings.topic_prefix)
     await ensure_topics(bootstrap, Topics.of(settings, lineup.live))
@@ -144,7 +151,7 @@ def _run_service(settings: Settings, role: str) -> None:
     (streams.runtime.kafka.lineup), the query role scatters to the new one from its next request."""
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    bootstrap = bootstrap_servers(str(settings.broker))
+    bootstrap = client_options(settings)
     lineup = loop.run_until_complete(read_lineup(bootstrap, settings.topic_prefix))
     loop.run_until_complete(ensure_topics(bootstrap, Topics.of(settings, lineup.live)))
     stop = asyncio.Event()
@@ -177,7 +184,7 @@ def _run_fold(settings: Settings, loglevel: str, generation: int | None, *,
     (settings.data_dir / "faust").mkdir(parents=True, exist_ok=True)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    bootstrap = bootstrap_servers(str(settings.broker))
+    bootstrap = client_options(settings)
     if generation is None:
         generation = loop.run_until_complete(read_lineup(bootstrap, settings.topic_prefix)).live
     name_process(f"recall-fold-g{generation}")

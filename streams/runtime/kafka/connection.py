@@ -1,0 +1,214 @@
+"""Transport: how every Kafka client of ours connects — the one place the RECALL_KAFKA_* security
+settings become aiokafka keyword arguments and faust broker credentials, and the one mapping of
+a refused connection (authentication, TLS, a missing ACL) to a STREAM_* error that says which.
+
+Every aiokafka client is built as `AIOKafkaX(**connect_kwargs(conn), ...)`, `conn` being
+`client_options(settings)` (bootstrap list plus security) or, for tests and tools on a plaintext
+broker, a bare bootstrap string.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Mapping
+from typing import Any
+
+from projections.errors import (
+    STREAM_AUTH_FAILED,
+    STREAM_NOT_AUTHORIZED,
+    STREAM_TLS_FAILED,
+    ConfigError,
+    RecallError,
+)
+from streams.core.settings import Settings
+from streams.runtime.kafka.topics import bootstrap_servers
+
+#: A bootstrap string (plaintext) or the keyword arguments `client_options` builds.
+Connect = str | Mapping[str, Any]
+
+_TLS = ("SSL", "SASL_SSL")
+_TLS_FILES = {"cafile": "RECALL_KAFKA_SSL_CAFILE", "certfile": "RECALL_KAFKA_SSL_CERTFILE",
+              "keyfile": "RECALL_KAFKA_SSL_KEYFILE"}
+_SASL = ("SASL_PLAINTEXT", "SASL_SSL")
+
+
+class KafkaAuthFailed(RecallError):
+    """The brokers refused the SASL login (unknown user, wrong password or mechanism)."""
+
+    code = STREAM_AUTH_FAILED
+    hint = ("check RECALL_KAFKA_SASL_USERNAME, RECALL_KAFKA_SASL_PASSWORD and "
+            "RECALL_KAFKA_SASL_MECHANISM against the cluster's users")
+
+
+class KafkaTLSFailed(RecallError):
+    """The TLS handshake failed: the broker's certificate is not trusted or does not name it."""
+
+    code = STREAM_TLS_FAILED
+    hint = ("check RECALL_KAFKA_SSL_CAFILE (the CA that signed the brokers' certificates) and "
+            "that RECALL_BROKER names a host the certificate lists")
+
+
+class KafkaNotAuthorized(RecallError):
+    """The principal lacks an ACL for what it tried (a topic, a consumer group, the cluster)."""
+
+    code = STREAM_NOT_AUTHORIZED
+
+
+def ssl_context(settings: Settings) -> ssl.SSLContext | None:
+    """The TLS context of SSL / SASL_SSL (None otherwise); a missing file is a ConfigError."""
+    if settings.kafka_security_protocol not in _TLS:
+        return None
+    for name, variable in _TLS_FILES.items():
+        path = getattr(settings, f"kafka_ssl_{name}")
+        if path is not None and not path.is_file():
+            raise ConfigError(f"{variable}: {path} is not a readable file")
+    if (settings.kafka_ssl_certfile is None) != (settings.kafka_ssl_keyfile is None):
+        raise ConfigError("RECALL_KAFKA_SSL_CERTFILE and RECALL_KAFKA_SSL_KEYFILE go together "
+                          "(a client certificate needs its key)")
+    try:
+        context = ssl.create_default_context(
+            cafile=None if settings.kafka_ssl_cafile is None else str(settings.kafka_ssl_cafile))
+        context.check_hostname = settings.kafka_ssl_check_hostname
+        if settings.kafka_ssl_certfile is not None and settings.kafka_ssl_keyfile is not None:
+            password = settings.kafka_ssl_key_password
+            context.load_cert_chain(str(settings.kafka_ssl_certfile),
+                                    str(settings.kafka_ssl_keyfile),
+                                    None if password is None else password.get_secret_value())
+    except (ssl.SSLError, ValueError) as exc:
+        # the message names the file's problem (not PEM, key mismatch), never the passphrase
+        raise ConfigError(f"RECALL_KAFKA_SSL_*: the TLS files could not be loaded: "
+                          f"{exc.__class__.__name__}: {getattr(exc, 'reason', None) or exc}"
+                          ) from None
+    return context
+
+
+def security_options(settings: Settings) -> dict[str, Any]:
+    """aiokafka's security keyword arguments for these settings."""
+    protocol = settings.kafka_security_protocol
+    options: dict[str, Any] = {"security_protocol": protocol}
+    context = ssl_context(settings)
+    if context is not None:
+        options["ssl_context"] = context
+    if protocol in _SASL:
+        if not settings.kafka_sasl_username or settings.kafka_sasl_password is None:
+            raise ConfigError(f"RECALL_KAFKA_SECURITY_PROTOCOL={protocol} needs "
+                              "RECALL_KAFKA_SASL_USERNAME and RECALL_KAFKA_SASL_PASSWORD")
+        options.update(sasl_mechanism=settings.kafka_sasl_mechanism,
+                       sasl_plain_username=settings.kafka_sasl_username,
+                       sasl_plain_password=settings.kafka_sasl_password.get_secret_value())
+    return options
+
+
+def client_options(settings: Settings) -> dict[str, Any]:
+    """`bootstrap_servers` and the security keyword arguments of every aiokafka client."""
+    if not settings.broker:
+        raise RecallError("the Kafka runtime needs RECALL_BROKER (e.g. kafka://127.0.0.1:9092)",
+                          code="STREAM_NO_BROKER")
+    return {"bootstrap_servers": bootstrap_servers(settings.broker), **security_options(settings)}
+
+
+def connect_kwargs(conn: Connect) -> dict[str, Any]:
+    """Keyword arguments for an aiokafka client from `client_options(...)` or a bare bootstrap."""
+    return {"bootstrap_servers": conn} if isinstance(conn, str) else dict(conn)
+
+
+def bootstrap_of(conn: Connect) -> str:
+    return conn if isinstance(conn, str) else str(conn["bootstrap_servers"])
+
+
+def faust_broker(settings: Settings) -> dict[str, Any]:
+    """faust's `broker` (every bootstrap host) and `broker_credentials` for these settings."""
+    from faust.auth import SASLCredentials, SSLCredentials
+
+    hosts = bootstrap_servers(str(settings.broker)).split(",")
+    options: dict[str, Any] = {"broker": ";".join(f"kafka://{host}" for host in hosts)}
+    protocol = settings.kafka_security_protocol
+    if protocol in _SASL:
+        sasl = security_options(settings)
+        options["broker_credentials"] = SASLCredentials(
+            username=sasl["sasl_plain_username"], password=sasl["sasl_plain_password"],
+            ssl_context=sasl.get("ssl_context"), mechanism=sasl["sasl_mechanism"])
+    elif protocol == "SSL":
+        options["broker_credentials"] = SSLCredentials(ssl_context(settings))
+    return options
+
+
+def _chain(exc: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = exc
+    while current is not None and current not in seen:
+        seen.append(current)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def explain(exc: BaseException) -> RecallError | None:
+    """The STREAM_* error a refused connection or request amounts to, or None if `exc` is not
+    one. Never includes a password: aiokafka's messages carry none."""
+    from aiokafka import errors
+
+    for link in _chain(exc):
+        if isinstance(link, KafkaAuthFailed | KafkaTLSFailed | KafkaNotAuthorized):
+            return link
+        if isinstance(link, errors.SaslAuthenticationFailed | errors.AuthenticationFailedError
+                      | errors.UnsupportedSaslMechanismError | errors.IllegalSaslStateError):
+            return KafkaAuthFailed(f"the brokers refused the SASL login: {_message(link)}")
+        if isinstance(link, ssl.SSLCertVerificationError):
+            return KafkaTLSFailed("the broker's TLS certificate was not accepted: "
+                                  f"{link.verify_message or link.reason}")
+        if isinstance(link, ssl.SSLError):
+            return KafkaTLSFailed(f"the TLS handshake with the broker failed: {link.reason}")
+        if isinstance(link, errors.TopicAuthorizationFailedError):
+            return KafkaNotAuthorized(f"not authorized for topic(s) {_message(link)}",
+                                      hint="the principal needs an ACL on that topic "
+                                      "(docs/kafka.md lists each role's)")
+        if isinstance(link, errors.GroupAuthorizationFailedError):
+            return KafkaNotAuthorized(f"not authorized for consumer group {_message(link)}",
+                                      hint="the principal needs a READ ACL on that group")
+        if isinstance(link, errors.ClusterAuthorizationFailedError
+                      | errors.TransactionalIdAuthorizationFailed):
+            return KafkaNotAuthorized(f"not authorized on the cluster: {_message(link)}",
+                                      hint="the principal needs that cluster ACL")
+    return None
+
+
+def _message(exc: BaseException) -> str:
+    """aiokafka's own words: its broker errors carry the topic or group as their argument."""
+    text = ", ".join(str(arg) for arg in exc.args) or str(exc)
+    return text.strip() or exc.__class__.__name__
+
+
+async def diagnose(conn: Connect, timeout_s: float = 10.0) -> RecallError | None:
+    """Why the brokers cannot be reached with `conn`, when aiokafka only says "unable to
+    bootstrap" (it logs the cause and drops it): one connection to the first host, TLS
+    handshake and SASL login included, whose failure is explained."""
+    from aiokafka.conn import create_conn
+
+    kwargs = connect_kwargs(conn)
+    host, _, port = bootstrap_of(conn).split(",")[0].strip().rpartition(":")
+    options = {k: kwargs[k] for k in ("ssl_context", "security_protocol", "sasl_mechanism",
+                                      "sasl_plain_username", "sasl_plain_password")
+               if k in kwargs}
+    try:
+        connection = await asyncio.wait_for(create_conn(
+            host, int(port), request_timeout_ms=int(timeout_s * 1000), **options), timeout_s)
+    except (Exception, TimeoutError) as exc:
+        return explain(exc)
+    connection.close()
+    return None
+
+
+async def explained(conn: Connect, exc: BaseException) -> BaseException:
+    """`exc` as the STREAM_* error it amounts to (probing the brokers when aiokafka lost the
+    cause of a failed bootstrap), else `exc` itself."""
+    from aiokafka.errors import KafkaConnectionError
+
+    found = explain(exc)
+    if found is not None:
+        return found
+    if isinstance(exc, KafkaConnectionError) and not isinstance(conn, str):
+        probed = await diagnose(conn)
+        if probed is not None:
+            return probed
+    return exc
