@@ -146,6 +146,8 @@ def _check_file(path: Path) -> list[str]:
                 found.append(f"{table}: {exc}")
             finally:
                 conn.execute("ROLLBACK")
+        if "events_tri" in tables:
+            found.extend(trigram_coverage(conn))
     finally:
         conn.close()
     return found

@@ -40,6 +40,32 @@ def _create_file(path: Path) -> None:
     os.close(fd)
 
 
+def _never_initialized(path: Path) -> bool:
+    """Whether `path` holds no shard yet: no schema, no application id (its initializing
+    transaction never committed: a kill or a write failure mid-way). Such a file is removed
+    (with its journal) while an exclusive lock shows no one is initializing it right now."""
+    try:
+        conn = connect(path)
+    except apsw.Error:
+        return False
+    try:
+        conn.execute("BEGIN EXCLUSIVE")
+        try:
+            empty = bool(conn.execute("PRAGMA application_id").fetchone()[0] == 0
+                     and conn.execute("PRAGMA user_version").fetchone()[0] == 0
+                     and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0)
+            if empty:
+                for suffix in ("", "-journal", "-wal", "-shm"):
+                    Path(f"{path}{suffix}").unlink(missing_ok=True)
+        finally:
+            conn.execute("ROLLBACK")
+    except apsw.Error:
+        return False
+    finally:
+        conn.close()
+    return empty
+
+
 class Shard:
     """One shard file: `writer` (under the ShardSet's write lock) and `reader()` connections."""
 
@@ -50,8 +76,9 @@ class Shard:
         self._idle: list[Conn] = []
         self._pool_lock = threading.Lock()
         self._closed = False
-        # A file a crash left empty (created, never initialized) is as good as absent.
-        fresh = not path.exists() or path.stat().st_size == 0
+        # A file a crash left empty or before its first commit (created, never initialized) is
+        # as good as absent: it is made again, not called damaged until a reindex.
+        fresh = not path.exists() or path.stat().st_size == 0 or _never_initialized(path)
         try:
             if fresh and not path.exists():
                 _create_file(path)

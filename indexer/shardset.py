@@ -225,15 +225,29 @@ class ShardSet:
                     bump_generation(shard.writer)
                 changed_any = changed_any or changed
         except BaseException as exc:
-            for shard in begun:
-                shard.writer.execute("ROLLBACK")
-                self._writers[shard.index].reset()
+            self._abandon(begun)
             if isinstance(exc, apsw.Error):
                 raise query_error(INDEX_FAILED, f"write failed: {exc}") from exc
             raise
-        for shard in begun:
-            shard.writer.execute("COMMIT")
+        for at, shard in enumerate(begun):
+            try:
+                shard.writer.execute("COMMIT")
+            except apsw.Error as exc:  # the shards before it committed: replay repairs that
+                self._abandon(begun[at:])
+                raise query_error(INDEX_FAILED, f"write failed: {exc}") from exc
         return changed_any
+
+    def _abandon(self, begun: Sequence[Shard]) -> None:
+        """After a failed write: roll back what is still open and forget every writer's cached
+        ids and extents. An I/O error (a full disk, a file size limit) may have rolled a
+        transaction back already, or left a failed COMMIT open; a cache that outlived either
+        handed out event ids whose extents were never stored, and every later process then
+        collided with those events (`UNIQUE constraint failed: events.id`)."""
+        for shard in begun:
+            with suppress(apsw.Error):  # none left open: nothing to roll back
+                shard.writer.execute("ROLLBACK")
+        for writer in self._writers:
+            writer.reset()
 
     @contextmanager
     def writing(self) -> Iterator[None]:
