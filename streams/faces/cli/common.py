@@ -43,11 +43,14 @@ def say_lines(lines: Sequence[Text]) -> None:
 def print_columns(rows: Sequence[Sequence[str]]) -> None:
     """Aligned columns, one line per row, the first row bold. Never wrapped: a cell that wrapped
     would look like a row of its own."""
-    widths = [max(cell_len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    for n, row in enumerate(rows):
-        line = "  ".join(cell + " " * (w - cell_len(cell))
-                         for cell, w in zip(row, widths, strict=True)).rstrip()
-        console.print(Text(line, style="bold" if n == 0 else ""), soft_wrap=True)
+    sizes = [[cell_len(cell) for cell in row] for row in rows]
+    widths = [max(row[i] for row in sizes) for i in range(len(sizes[0]))]
+    lines = ["  ".join(cell + " " * (w - n) for cell, n, w in zip(row, size, widths, strict=True))
+             .rstrip() for row, size in zip(rows, sizes, strict=True)]
+    text = Text("".join(line + "\n" for line in lines))
+    text.stylize("bold", 0, len(lines[0]))
+    # one print: a print per row costs more than the listing it prints
+    console.print(text, soft_wrap=True, end="")
 
 
 def json_option(func: F) -> F:
@@ -55,7 +58,7 @@ def json_option(func: F) -> F:
                         help="Print machine-readable JSON (camelCase, as docs/PROTOCOL.md).")(func)
 
 
-class Utf8Text(click.ParamType):
+class Utf8Text(click.types.StringParamType):
     """A text argument: undecodable bytes on the command line are a usage error, not a crash."""
 
     name = "text"
@@ -84,7 +87,7 @@ class LazyChoice(click.Choice[str]):
         self.case_sensitive = True
 
     @property
-    def choices(self) -> Sequence[str]:
+    def choices(self) -> tuple[str, ...]:
         if self._loaded is None:
             self._loaded = tuple(self._values())
         return self._loaded
