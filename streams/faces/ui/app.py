@@ -31,10 +31,18 @@ from starlette.staticfiles import StaticFiles
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from projections.errors import (
+    RECALL_AMBIGUOUS_SESSION,
+    RECALL_INTERNAL_ERROR,
+    RECALL_NOT_WRITER,
+    RECALL_QUERY_TOO_LONG,
+    RECALL_USAGE,
     SESSION_QUERY_EVENT_NOT_FOUND,
     SESSION_QUERY_INVALID_CURSOR,
     SESSION_QUERY_SESSION_NOT_FOUND,
     SESSION_QUERY_STALE_CURSOR,
+    SESSION_REFERENCE_BUDGET_EXCEEDED,
+    SESSION_REFERENCE_SELF_REFERENCE,
+    SESSION_REFERENCE_TOO_MANY,
     RecallError,
 )
 from streams.facade import match_count_implementation, search_request
@@ -60,9 +68,9 @@ _NOT_FOUND = frozenset({SESSION_QUERY_SESSION_NOT_FOUND, SESSION_QUERY_EVENT_NOT
 _NOT_FOUND_HINT = ("the Sessions page lists every session (filter it by title, agent or "
                    "directory); a unique prefix of an id will do")
 #: What the request asked for wrongly (beside every *INVALID* code): 400, not a server fault.
-_BAD_REQUEST = frozenset({"SESSION_REFERENCE_SELF_REFERENCE", "SESSION_REFERENCE_TOO_MANY",
-                          "SESSION_REFERENCE_BUDGET_EXCEEDED", "RECALL_QUERY_TOO_LONG",
-                          "RECALL_AMBIGUOUS_SESSION", "RECALL_USAGE"})
+_BAD_REQUEST = frozenset({SESSION_REFERENCE_SELF_REFERENCE, SESSION_REFERENCE_TOO_MANY,
+                          SESSION_REFERENCE_BUDGET_EXCEEDED, RECALL_QUERY_TOO_LONG,
+                          RECALL_AMBIGUOUS_SESSION, RECALL_USAGE})
 
 
 def is_loopback(host: str) -> bool:
@@ -143,14 +151,14 @@ class PageError(RecallError):
 def _int(value: str | None, name: str, *, default: int | None = None, low: int = 0) -> int:
     if value is None or value == "":
         if default is None:
-            raise PageError(400, "RECALL_USAGE", f"{name} is required")
+            raise PageError(400, RECALL_USAGE, f"{name} is required")
         return default
     try:
         number = int(value)
     except ValueError:
-        raise PageError(400, "RECALL_USAGE", f"{name} must be a whole number") from None
+        raise PageError(400, RECALL_USAGE, f"{name} must be a whole number") from None
     if number < low:
-        raise PageError(400, "RECALL_USAGE", f"{name} must be at least {low}")
+        raise PageError(400, RECALL_USAGE, f"{name} must be at least {low}")
     return number
 
 
@@ -194,7 +202,7 @@ class UiApp:
             except RecallError as exc:
                 status = exc.status if isinstance(exc, PageError) else 404 \
                     if exc.code in _NOT_FOUND else 400 if "INVALID" in exc.code \
-                    or exc.code in _BAD_REQUEST else 409 if exc.code == "RECALL_NOT_WRITER" \
+                    or exc.code in _BAD_REQUEST else 409 if exc.code == RECALL_NOT_WRITER \
                     else 500
                 # The CLI's next step (`recall sessions`) means nothing to a browser user.
                 hint = _NOT_FOUND_HINT if exc.code in _NOT_FOUND else pages.line(exc.hint)
@@ -202,14 +210,14 @@ class UiApp:
                                    message=pages.line(exc.message), hint=hint)
             except Exception:
                 log.exception("recall ui: a page failed")
-                return self.render("error.html", 500, code="RECALL_INTERNAL_ERROR",
+                return self.render("error.html", 500, code=RECALL_INTERNAL_ERROR,
                                    message="the page failed unexpectedly",
                                    hint="see the server's log")
         return endpoint
 
     def no_page(self, request: Request, exc: Exception) -> Response:
         """A URL no page answers: the error page, with the way back, never a bare text."""
-        return self.render("error.html", 404, code="RECALL_USAGE", message="no such page",
+        return self.render("error.html", 404, code=RECALL_USAGE, message="no such page",
                            hint="open the Sessions page, or search from the box above")
 
     def routes(self) -> list[Route | Mount]:
@@ -250,7 +258,7 @@ class UiApp:
         params = request.query_params
         wanted = params.get("id", "")
         if not wanted:
-            raise PageError(400, "RECALL_USAGE", "name the session: /session?id=…")
+            raise PageError(400, RECALL_USAGE, "name the session: /session?id=…")
         session_id = self.recall.resolve_session(wanted)
         surface_only = params.get("view") == "surface"
         wanted_page = _int(params.get("page"), "page", default=1, low=1)
@@ -299,7 +307,7 @@ class UiApp:
         try:
             options = pages.search_options(form)
         except ValueError:
-            raise PageError(400, "RECALL_USAGE", "since/until must be ISO dates "
+            raise PageError(400, RECALL_USAGE, "since/until must be ISO dates "
                             "(2025-11-24 or 2025-11-24T10:00)") from None
         request = search_request(options)
         notice = ""
@@ -350,7 +358,7 @@ class UiApp:
 
     def _check_form(self, form: Mapping[str, Any], hint: str) -> None:
         if not hmac.compare_digest(str(form.get("csrf", "")).encode(), self.csrf.encode()):
-            raise PageError(403, "RECALL_USAGE", "the form is stale or did not come from this "
+            raise PageError(403, RECALL_USAGE, "the form is stale or did not come from this "
                             "page", hint)
 
     def event(self, request: Request) -> Response:
@@ -417,7 +425,7 @@ class UiApp:
     def _append_reference(self, request: Request) -> Response:
         form: dict[str, Any] = request.state.form
         if not hmac.compare_digest(str(form.get("csrf", "")).encode(), self.csrf.encode()):
-            raise PageError(403, "RECALL_USAGE", "the form is stale or did not come from this "
+            raise PageError(403, RECALL_USAGE, "the form is stale or did not come from this "
                             "page", "reload the preview and press append again")
         target = str(form.get("target", "")).strip()
         sources = [str(s) for s in form.get("source", [])]
@@ -426,7 +434,7 @@ class UiApp:
         target_id = self.recall.resolve_session(target)
         header = self._header(target_id)
         if not pages.writes((header or {}).get("header")):
-            raise PageError(409, "RECALL_NOT_WRITER", f"session {target_id} is written by an "
+            raise PageError(409, RECALL_NOT_WRITER, f"session {target_id} is written by an "
                             "outside source; recall does not append to it",
                             "copy the context and deliver it through the agent")
         result = self.recall.prepare_reference(
@@ -444,7 +452,7 @@ class UiApp:
         number = _int(request.query_params.get("n"), "n")
         items = self.recall.dead_letters()
         if number >= len(items) or not items[number].get("bytes"):
-            raise PageError(404, "RECALL_USAGE", f"no parked bytes numbered {number}",
+            raise PageError(404, RECALL_USAGE, f"no parked bytes numbered {number}",
                             "open the dead-letters page again")
         try:
             raw = base64.b64decode(str(items[number]["bytes"]), validate=True)
