@@ -22,7 +22,7 @@ from projections.errors import (
     RecallError,
 )
 from streams.core.settings import Settings
-from streams.runtime.kafka.topics import bootstrap_servers
+from streams.runtime.kafka.brokers import bootstrap_servers
 
 #: A bootstrap string (plaintext) or the keyword arguments `client_options` builds.
 Connect = str | Mapping[str, Any]

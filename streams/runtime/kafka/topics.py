@@ -10,6 +10,7 @@ from typing import Any
 
 from projections.errors import RecallError
 from streams.core.settings import Settings
+from streams.runtime.kafka.brokers import bootstrap_servers as bootstrap_servers
 
 #: faust names a table's changelog `<app id>-<table>-changelog`; both parts are fixed here so the
 #: name is known before any faust object exists (tests and the indexer read it).
@@ -188,13 +189,3 @@ async def ensure_topics(bootstrap: str | Mapping[str, Any], topics: Topics, *,
         return created
     finally:
         await admin.close()
-
-
-def bootstrap_servers(broker_url: str) -> str:
-    """`kafka://h1:9092;kafka://h2:9092` (faust's form) → `h1:9092,h2:9092` (aiokafka's form)."""
-    hosts = []
-    for part in broker_url.replace(",", ";").split(";"):
-        part = part.strip()
-        if part:
-            hosts.append(part.split("://", 1)[-1].rstrip("/"))
-    return ",".join(hosts)
