@@ -37,6 +37,9 @@ class IndexConfig:
     #: Fingerprint of the redaction rules the index's records were made with ("off": none).
     #: Recorded in every shard; a shard recorded with other rules is outdated (rebuilt).
     redaction: str = "off"
+    #: Semantic vectors written with the events (indexer/semantic.py's fingerprint; "off": none).
+    #: A shard keeps the setting it was made with; one made without vectors is rebuilt with.
+    semantic: str = "off"
 
     def __post_init__(self) -> None:
         _positive_int("shards", self.shards)
@@ -59,3 +62,5 @@ class IndexConfig:
             raise query_error(INVALID_CONFIG, "substring must be a boolean")
         if not isinstance(self.redaction, str) or not self.redaction:
             raise query_error(INVALID_CONFIG, "redaction must be a rules fingerprint")
+        if not isinstance(self.semantic, str) or not self.semantic:
+            raise query_error(INVALID_CONFIG, "semantic must be a model fingerprint or 'off'")

@@ -354,7 +354,8 @@ def make_snippets(parts: list[tuple[Conn, str, list[Candidate]]],
         marked = {i: mark_spans(t, substring_spans(t, query)) for i, t in texts.items()}
     size = int(plan["snippetChars"])
     for i, c in enumerate(todo):
-        c["snippet"] = make_snippet(marked[i], size)
+        # (a semantic hit need not hold the query's words: its snippet is its text's start)
+        c["snippet"] = make_snippet(marked.get(i, texts[i]), size)
 
 
 def attach_headers(conn: Conn, candidates: list[Candidate]) -> None:

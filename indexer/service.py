@@ -12,10 +12,12 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import ExitStack, contextmanager
 from typing import Any, TypeVar
 
+from indexer import dense
 from indexer import search as searching
 from indexer.config import IndexConfig
 from indexer.cursor import decode_cursor, encode_cursor, fingerprint, require_generation
 from indexer.database import Conn
+from indexer.dense import DENSE_MODES
 from indexer.errors import (
     INVALID_FILTER,
     INVALID_QUERY,
@@ -40,11 +42,13 @@ from indexer.search import (
     make_snippets,
     search_shard,
 )
+from indexer.semantic import OFF
 from indexer.shard import Shard
 from indexer.shardset import Progress, ShardSet
 from indexer.snapshots import Snapshot, SnapshotRegistry
 
-_MODES = ("token", "substring")
+#: "lexical" is "token" (the exact ranking); "semantic" and "hybrid" read vectors (dense.py).
+_MODES = ("token", "substring", "lexical", *DENSE_MODES)
 _CONSISTENCY = ("strict", "snapshot")
 #: Shards searched at once (this thread plus a pool): each shard query is CPU-bound inside
 #: SQLite, which runs without the GIL, and the machines we target have few cores.
@@ -110,6 +114,8 @@ def prepare_request(request: Any, scope: Scope, config: IndexConfig) -> dict[str
     mode = req.get("mode", "token")
     if mode not in _MODES:
         raise query_error(INVALID_QUERY, f"mode must be one of {_MODES}")
+    if mode == "lexical":
+        mode = "token"
     index = choose_index(query, mode)
     consistency = req.get("consistency", "strict")
     if consistency not in _CONSISTENCY:
@@ -148,6 +154,7 @@ class QueryService(SessionReads):
                                           self.config.max_snapshots, clock=clock)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
+        self.vectors = dense.VectorCache()
 
     def close(self) -> None:
         self.snapshots.close()
@@ -160,6 +167,8 @@ class QueryService(SessionReads):
 
     def _prepare(self, request: Any, scope: Scope) -> dict[str, Any]:
         req = prepare_request(request, scope, self.config)
+        if req["mode"] in DENSE_MODES and any(s.semantic == OFF for s in self.shardset):
+            raise dense.unavailable()
         if req["mode"] == "substring" and not self.shardset.has_substring():
             # An index created without substring coverage: build it now, once (issue 13).
             self.shardset.ensure_substring(self.progress)
@@ -232,9 +241,12 @@ class QueryService(SessionReads):
                     "snippetChars": self.config.snippet_chars, "fetch": offset + req["limit"] + 1}
             plan["snippets"] = False  # made below for the page's rows only
             epochs = {s.index: s.epoch for s in shards}
-            results = self._search([conns[s.index] for s in shards],
-                                   [s.epoch for s in shards], plan)
-            rows = merge_page(results, scope, offset, req["limit"])
+            if req["mode"] in DENSE_MODES:
+                rows = self._dense(shards, conns, plan, req["mode"])[offset:]
+            else:
+                results = self._search([conns[s.index] for s in shards],
+                                       [s.epoch for s in shards], plan)
+                rows = merge_page(results, scope, offset, req["limit"])
             page = rows[:req["limit"]]
             by_shard: dict[int, list[Candidate]] = {}
             for c in page:
@@ -253,6 +265,19 @@ class QueryService(SessionReads):
         elif snap is not None:
             self.snapshots.release(snap.id)
         return page, next_cursor, session_header
+
+    def _dense(self, shards: list[Shard], conns: dict[int, Conn], plan: dict[str, Any],
+               mode: str) -> list[Candidate]:
+        """A semantic or hybrid ranking (dense.py); its lexical half is this service's."""
+        def lexical(n: int) -> list[Candidate]:
+            lex = {**plan, "fetch": n}
+            found = self._search([conns[s.index] for s in shards], [s.epoch for s in shards],
+                                 lex)
+            return merge_page(found, plan["scope"], 0, n)
+
+        return dense.dense_search([conns[s.index] for s in shards],
+                                  [(str(s.path), s.epoch) for s in shards], self.vectors,
+                                  plan, mode, lexical)
 
     def _search(self, conns: list[Conn], epochs: list[str],
                 plan: dict[str, Any]) -> list[list[Candidate]]:

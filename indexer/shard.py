@@ -20,6 +20,7 @@ import apsw
 from indexer.database import Conn, connect
 from indexer.errors import INDEX_FAILED, INVALID_CONFIG, IndexOutdated, query_error
 from indexer.schema import APPLICATION_ID, DDL, PAGE_SIZE, SCHEMA_VERSION, TRIGRAM_DOCS
+from indexer.semantic import open_vectors
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,7 +71,7 @@ class Shard:
     """One shard file: `writer` (under the ShardSet's write lock) and `reader()` connections."""
 
     def __init__(self, path: Path, index: int, shard_count: int, *, substring: bool,
-                 redaction: str = "off") -> None:
+                 redaction: str = "off", semantic: str = "off") -> None:
         self.path = path
         self.index = index
         self._idle: list[Conn] = []
@@ -90,6 +91,8 @@ class Shard:
             if fresh:
                 self._initialize(index, shard_count, substring, redaction)
             self._verify(index, shard_count, redaction)
+            #: the vectors this shard keeps (indexer/semantic.py), "off": none
+            self.semantic = open_vectors(self.writer, semantic, path.name)
             self.writer.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL")
             meta = self.meta(self.writer)
         except apsw.Error as exc:

@@ -89,17 +89,20 @@ class ShardSet:
                 path = self.root / shard_file_name(i)
                 try:
                     shard = Shard(path, i, self.config.shards, substring=self.config.substring,
-                                  redaction=self.config.redaction)
+                                  redaction=self.config.redaction,
+                                  semantic=self.config.semantic)
                 except IndexOutdated:
                     if not reset_outdated:
                         raise
                     for suffix in ("", "-wal", "-shm"):
                         Path(str(path) + suffix).unlink(missing_ok=True)
                     shard = Shard(path, i, self.config.shards, substring=self.config.substring,
-                                  redaction=self.config.redaction)
+                                  redaction=self.config.redaction,
+                                  semantic=self.config.semantic)
                 self.shards.append(shard)
                 self._writers.append(ShardWriter(shard.writer, shard.epoch,
-                                                 substring=shard.substring))
+                                                 substring=shard.substring,
+                                                 semantic=shard.semantic))
         except BaseException:
             self.close()
             raise

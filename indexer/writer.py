@@ -33,6 +33,7 @@ from indexer.schema import (
     document_id,
     kind,
 )
+from indexer.semantic import OFF, Embedder, embeds_type, load_embedder
 from projections.codec import dumps, dumps_sorted, loads
 from projections.events import header_key_fields
 from projections.extraction import extract_text
@@ -72,10 +73,14 @@ class ShardWriter:
     extents. The caches describe committed state plus the open transaction; `reset` after a
     rollback."""
 
-    def __init__(self, conn: Conn, epoch: str, *, substring: bool) -> None:
+    def __init__(self, conn: Conn, epoch: str, *, substring: bool,
+                 semantic: str = OFF) -> None:
         self.conn = conn
         self.epoch = epoch
         self.substring = substring
+        #: the shard's vectors setting: events of the types it names get vectors
+        self.semantic = semantic
+        self._embedder: Embedder | None = None
         self.blocks = BlockWriter(conn, epoch)
         self._sessions: dict[str, int] = {}
         self._types: dict[str, int] = {}
@@ -154,6 +159,19 @@ class ShardWriter:
                           (first, session, seq, size))
         extents.insert(at + 1, (seq, first, size))
         return first
+
+    def embeds(self, kind_: str) -> bool:
+        return self.semantic != OFF and embeds_type(kind_, self.semantic)
+
+    def insert_vectors(self, docs: list[tuple[int, str]]) -> None:
+        """Vectors of (event id, text) — the redacted text the FTS rows get — beside them."""
+        if not docs:
+            return
+        if self._embedder is None:
+            self._embedder = load_embedder()
+        rows = [(eid, vector) for eid, text in docs for vector in self._embedder.embed(text)]
+        if rows:
+            self.conn.executemany("INSERT INTO vectors(event, v) VALUES (?, ?)", rows)
 
     def raw(self, session: int, seq: int) -> bytes | None:
         return self.blocks.read(block_id(session, seq)).get(seq & (BLOCK_EVENTS - 1))
@@ -353,6 +371,8 @@ def apply_event(w: ShardWriter, record: EventRecord) -> bool:
     w.blocks.write({block: entries})
     if record.text:
         _insert_documents(w, [(eid, record.text, cjk)])
+        if w.embeds(record.type):
+            w.insert_vectors([(eid, record.text)])
     w.conn.execute(_TOTALS, (1, 1, record.time, record.time, seq, record.time, record.time,
                              session))
     if facts is not _NO_FACTS:
@@ -377,6 +397,7 @@ class _Appends:
         self.at: dict[tuple[int, int], int] = {}  # (session, seq) → index in rows
         self.raws: dict[int, dict[int, bytes]] = {}  # block → index in block → raw
         self.docs: list[tuple[int, str, bool]] = []
+        self.vectors: list[tuple[int, str]] = []  # (event id, text) to embed
         self.totals: dict[int, list[int]] = {}  # session → [events, latest, top seq, earliest]
         self.naming = _Naming()
         self.top: dict[str, int] = {}  # session → highest seq stored or batched (-1: none)
@@ -454,6 +475,8 @@ class _Appends:
         entries[seq & (BLOCK_EVENTS - 1)] = record.raw
         if text:
             self.docs.append((eid, text, cjk))
+            if w.semantic != OFF and w.embeds(kind_):
+                self.vectors.append((eid, text))
         self.top[sid] = seq
         time_ = record.time
         totals = self.totals.get(session)
@@ -475,12 +498,14 @@ class _Appends:
             [(r[0], kind(r[1], r[2], r[3], r[7]), r[4], r[5], r[6]) for r in self.rows]),))
         self.w.blocks.write(self.raws)
         _insert_documents(self.w, self.docs)
+        self.w.insert_vectors(self.vectors)
         # max(COALESCE(t0, a), a, b, …) one event at a time == max(COALESCE(t0, m), m), m = max
         # (and the same for min).
         conn.executemany(_TOTALS, [(n, n, t, t, top, first, first, no)
                                    for no, (n, t, top, first) in self.totals.items()])
         self.naming.flush(conn)
         self.rows, self.at, self.raws, self.docs, self.totals = [], {}, {}, [], {}
+        self.vectors = []
 
 
 def apply_records(w: ShardWriter, records: Iterable[IndexRecord], *,

@@ -8,6 +8,7 @@ from importlib.util import find_spec
 from pathlib import Path
 
 from indexer import IndexConfig
+from indexer.semantic import fingerprint as semantic_fingerprint
 from projections.codec import dumps_sorted, loads
 from streams.core.settings import Settings
 
@@ -24,7 +25,9 @@ def index_config(settings: Settings) -> IndexConfig:
                        read_window_max=settings.read_window_max,
                        live_window_ms=settings.live_window_ms,
                        snapshot_retention_s=settings.snapshot_retention_s,
-                       substring=settings.substring)
+                       substring=settings.substring,
+                       semantic=semantic_fingerprint(settings.semantic,
+                                                     settings.semantic_tool_output))
 
 
 def _rules_source() -> str | None:

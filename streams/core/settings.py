@@ -69,6 +69,13 @@ class Settings(BaseSettings):
     #: without it the first `--substring` search builds that (then keeps it). The trigram index
     #: is several times the size of the token index, hence off by default.
     substring: bool = False
+    #: RECALL_SEMANTIC — write semantic vectors (the `semantic` extra's local model) beside the
+    #: FTS rows, for `recall search --semantic`; an index made without them is rebuilt with
+    #: them. An index that has them keeps them when a process runs without this setting.
+    semantic: bool = False
+    #: RECALL_SEMANTIC_TOOL_OUTPUT — embed tool output too (most of the bytes, mostly noise for
+    #: recall by meaning; off by default).
+    semantic_tool_output: bool = False
     #: RECALL_MAX_EVENT_BYTES — larger events (lines) are parked in the dead letters as bounded
     #: records (source, offset, length, digest); also the largest dead-letter record kept whole.
     max_event_bytes: int = Field(default=4 * 1024 * 1024, ge=1024)

