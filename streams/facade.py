@@ -544,6 +544,8 @@ class SearchOptions:
     limit: int | None = None
     cursor: str | None = None  # an empty cursor is an invalid cursor, not "page 1"
     substring: bool = False
+    #: "lexical" (the default ranking), "semantic" or "hybrid" (vectors; docs/semantic.md)
+    mode: str | None = None
     snapshot: bool = False
 
 
@@ -612,6 +614,8 @@ def search_request(options: SearchOptions,
         out["cursor"] = options.cursor
     if options.substring:
         out["mode"] = "substring"
+    if options.mode is not None:
+        out["mode"] = options.mode
     if options.snapshot:
         out["consistency"] = "snapshot"
     return out

@@ -248,6 +248,11 @@ def event_filter_options(func: F) -> F:
         click.option("--request", "request_file", type=click.File("rb"),
                      help="The full request JSON (PROTOCOL §3.2, camelCase); '-' reads stdin."),
         click.option("--substring", is_flag=True, help="Substring (trigram) matching."),
+        click.option("--semantic", is_flag=True,
+                     help="Also by meaning: hybrid of the exact ranking and the local "
+                     "embedding model's (needs the 'semantic' extra and RECALL_SEMANTIC=1)."),
+        click.option("--mode", type=click.Choice(["lexical", "semantic", "hybrid"]),
+                     help="Ranking: lexical (default), semantic (by meaning only) or hybrid."),
         click.option("--snapshot", is_flag=True,
                      help="Snapshot paging: later pages come from the first page's generation."),
     ]
@@ -258,13 +263,15 @@ def event_filter_options(func: F) -> F:
 
 def event_options(query: str, surfaces: Sequence[str], types: Sequence[str],
                   no_injected: bool, since: str | None, until: str | None, limit: int | None,
-                  cursor: str | None, substring: bool, snapshot: bool) -> SearchOptions:
+                  cursor: str | None, substring: bool, snapshot: bool, semantic: bool = False,
+                  mode: str | None = None) -> SearchOptions:
     """The search options the event filter options ask for (the words, if any, the query)."""
     return SearchOptions(query=query or None, surfaces=surfaces, types=types,
                          no_injected=no_injected,
                          time_from=iso_to_ms(since) if since else None,
                          time_to=iso_to_ms(until) if until else None, limit=limit,
-                         cursor=cursor, substring=substring, snapshot=snapshot)
+                         cursor=cursor, substring=substring, snapshot=snapshot,
+                         mode=mode or ("hybrid" if semantic else None))
 
 
 def read_request(handle: Any) -> dict[str, Any]:
@@ -306,12 +313,12 @@ def more(page: dict[str, Any]) -> None:
 def search(ctx: click.Context, words: Sequence[str], surfaces: Sequence[str],
            types: Sequence[str], no_injected: bool, since: str | None, until: str | None,
            limit: int | None, cursor: str | None, request_file: Any, substring: bool,
-           snapshot: bool, sessions: Sequence[str], cwds: Sequence[str], agents: Sequence[str],
-           as_json: bool) -> None:
+           semantic: bool, mode: str | None, snapshot: bool, sessions: Sequence[str],
+           cwds: Sequence[str], agents: Sequence[str], as_json: bool) -> None:
     """Search across sessions for a literal phrase (the words, as typed): one hit per
     session, ranked by its best event."""
     options = event_options(" ".join(words), surfaces, types, no_injected, since, until, limit,
-                            cursor, substring, snapshot)
+                            cursor, substring, snapshot, semantic, mode)
     request = read_request(request_file)
     if not words and "query" not in request:
         raise click.UsageError("missing QUERY: recall search QUERY... (the words to find)")
@@ -339,7 +346,7 @@ def search(ctx: click.Context, words: Sequence[str], surfaces: Sequence[str],
 def events(ctx: click.Context, words: Sequence[str], surfaces: Sequence[str],
            types: Sequence[str], no_injected: bool, since: str | None, until: str | None,
            limit: int | None, cursor: str | None, request_file: Any, substring: bool,
-           snapshot: bool, as_json: bool) -> None:
+           semantic: bool, mode: str | None, snapshot: bool, as_json: bool) -> None:
     """Search the events of one session for a literal phrase. SESSION is a full id, a unique
     prefix, or the id without its agent prefix; with --request naming `sessionId`, every word
     is the query."""
@@ -352,7 +359,8 @@ def events(ctx: click.Context, words: Sequence[str], surfaces: Sequence[str],
         raise click.UsageError("missing QUERY: recall events SESSION QUERY... (the words to "
                                "find in that session)")
     request = search_request(event_options(" ".join(words), surfaces, types, no_injected, since,
-                                           until, limit, cursor, substring, snapshot), request)
+                                           until, limit, cursor, substring, snapshot,
+                                           semantic, mode), request)
     with open_recall(ctx) as recall:
         page = recall.search_events(request=request)
     if as_json:
