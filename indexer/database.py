@@ -12,6 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 from typing import Any, Protocol
+from urllib.parse import quote
 
 import apsw
 
@@ -43,14 +44,35 @@ MMAP_BYTES = 1 << 30
 BUSY_TIMEOUT_MS = 5000
 
 
-def connect(path: Path | str, *, readonly: bool = False) -> Conn:
-    """A connection with the index's pragmas and functions; the file must exist."""
-    flags = apsw.SQLITE_OPEN_READONLY if readonly else apsw.SQLITE_OPEN_READWRITE
-    conn = apsw.Connection(os.fspath(path), flags=flags, statementcachesize=64)
+def connect(path: Path | str, *, readonly: bool = False, immutable: bool = False) -> Conn:
+    """A connection with the index's pragmas and functions; the file must exist. `immutable`:
+    read-only for a file nothing can change (a read-only mount), where SQLite cannot make the
+    WAL's shared-memory file a read-only WAL database otherwise needs."""
+    flags = apsw.SQLITE_OPEN_READONLY if readonly or immutable else apsw.SQLITE_OPEN_READWRITE
+    name = os.fspath(path)
+    if immutable:
+        name = "file:" + quote(os.path.abspath(name)) + "?immutable=1"
+        flags |= apsw.SQLITE_OPEN_URI
+    conn = apsw.Connection(name, flags=flags, statementcachesize=64)
     conn.set_busy_timeout(BUSY_TIMEOUT_MS)
     conn.execute(f"PRAGMA cache_size = -{CACHE_KIB}; PRAGMA mmap_size = {MMAP_BYTES}")
     _functions(conn)
     return conn
+
+
+def writable_dir(path: Path | str) -> bool:
+    """Whether SQLite can write beside `path` (its journal, WAL and shared-memory files)."""
+    return os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
+
+
+def connect_readonly(path: Path | str) -> Conn:
+    """A read-only connection, also to a WAL file on a read-only mount (immutable: SQLite
+    cannot create the shared-memory file a WAL reader otherwise needs, and nothing can change
+    the file there)."""
+    try:
+        return connect(path, readonly=True)
+    except apsw.CantOpenError:
+        return connect(path, immutable=True)
 
 
 def memory() -> Conn:

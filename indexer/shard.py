@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import stat
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,7 +18,7 @@ from pathlib import Path
 
 import apsw
 
-from indexer.database import Conn, connect
+from indexer.database import Conn, connect, connect_readonly, writable_dir
 from indexer.errors import INDEX_FAILED, INVALID_CONFIG, IndexOutdated, query_error
 from indexer.schema import APPLICATION_ID, DDL, PAGE_SIZE, SCHEMA_VERSION, TRIGRAM_DOCS
 from indexer.semantic import open_vectors
@@ -45,6 +46,14 @@ def _never_initialized(path: Path) -> bool:
     """Whether `path` holds no shard yet: no schema, no application id (its initializing
     transaction never committed: a kill or a write failure mid-way). Such a file is removed
     (with its journal) while an exclusive lock shows no one is initializing it right now."""
+    try:
+        with path.open("rb") as f:
+            header = f.read(100)
+    except OSError:
+        return False
+    # the application id sits at offset 68 of the header: a shard's is there once committed
+    if len(header) == 100 and int.from_bytes(header[68:72], "big") == APPLICATION_ID:
+        return False
     try:
         conn = connect(path)
     except apsw.Error:
@@ -80,11 +89,15 @@ class Shard:
         # A file a crash left empty or before its first commit (created, never initialized) is
         # as good as absent: it is made again, not called damaged until a reindex.
         fresh = not path.exists() or path.stat().st_size == 0 or _never_initialized(path)
+        #: A shard in a directory this process cannot write (a read-only mount, a copy it does
+        #: not own) is opened read-only: reads work, writes fail as SQLite's "readonly".
+        self.readonly = not fresh and not writable_dir(path)
         try:
             if fresh and not path.exists():
                 _create_file(path)
-            os.chmod(path, 0o600)
-            self.writer = connect(path)
+            if not self.readonly and stat.S_IMODE(os.stat(path).st_mode) != 0o600:
+                os.chmod(path, 0o600)
+            self.writer = self._connect()
         except (apsw.Error, OSError) as exc:
             raise query_error(INDEX_FAILED, f"cannot open shard {path.name}: {exc}") from exc
         try:
@@ -92,8 +105,10 @@ class Shard:
                 self._initialize(index, shard_count, substring, redaction)
             self._verify(index, shard_count, redaction)
             #: the vectors this shard keeps (indexer/semantic.py), "off": none
-            self.semantic = open_vectors(self.writer, semantic, path.name)
-            self.writer.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL")
+            self.semantic = open_vectors(self.writer, semantic, path.name,
+                                         readonly=self.readonly)
+            if not self.readonly:
+                self.writer.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL")
             meta = self.meta(self.writer)
         except apsw.Error as exc:
             self.writer.close()
@@ -103,6 +118,9 @@ class Shard:
             raise
         self.epoch = meta.epoch
         self.substring = meta.substring
+
+    def _connect(self) -> Conn:
+        return connect_readonly(self.path) if self.readonly else connect(self.path)
 
     def _initialize(self, index: int, shard_count: int, substring: bool, redaction: str) -> None:
         c = self.writer
@@ -186,7 +204,7 @@ class Shard:
     def open_reader(self) -> Conn:
         """A separate connection whose read transaction can be pinned (WAL snapshot)."""
         try:
-            conn = connect(self.path)
+            conn = self._connect()
             conn.execute("PRAGMA query_only = 1")
         except apsw.Error as exc:
             raise query_error(INDEX_FAILED, f"cannot read shard {self.path.name}: {exc}") from exc

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import secrets
+import stat
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -74,7 +75,8 @@ class ShardSet:
         self.root = Path(root)
         try:
             self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-            os.chmod(self.root, 0o700)
+            if stat.S_IMODE(os.stat(self.root).st_mode) != 0o700:  # (a read-only copy is so)
+                os.chmod(self.root, 0o700)
             self.key = _load_key(Path(key_dir) if key_dir is not None else self.root)
         except OSError as exc:
             raise query_error(INDEX_FAILED, f"cannot open index root {self.root}: {exc}") from exc
@@ -269,6 +271,11 @@ class ShardSet:
         it complete). Returns the number of documents added; `progress(shard, done, total)`."""
         added = 0
         with self._write_lock:
+            if any(s.readonly and not s.meta().substring for s in self.shards):
+                raise query_error(INDEX_FAILED, "substring search needs the substring index, "
+                                  "which this read-only index lacks",
+                                  hint="run one `recall search --substring …` where the data dir "
+                                  "is writable, or search whole words")
             for shard, writer in zip(self.shards, self._writers, strict=True):
                 if writer.substring:
                     continue

@@ -40,8 +40,9 @@ FILE_MODE = 0o600
 
 def ensure_private_dir(path: Path) -> Path:
     path.mkdir(parents=True, exist_ok=True, mode=DIR_MODE)
-    if (path.stat().st_mode & 0o777) != DIR_MODE:
-        os.chmod(path, DIR_MODE)
+    mode = path.stat().st_mode & 0o777
+    if mode & ~DIR_MODE:  # only ever narrowed: an owner's read-only dir stays read-only
+        os.chmod(path, mode & DIR_MODE)
     return path
 
 

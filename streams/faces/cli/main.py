@@ -564,7 +564,9 @@ def check(ctx: click.Context, as_json: bool) -> None:
         emit_json(report)
     else:
         state = ("ok", "green") if report["ok"] else ("DAMAGED", "red")
-        say("index ", (str(report["generation"] or "-"), "bold"), ": ", state)
+        say("index ", (str(report["generation"] or "-"), "bold"), ": ", state,
+            " (read-only: reads work; writes need a writable data dir)"
+            if report.get("readOnly") else "")
         for problem in report["problems"]:
             say(f"  {visible(problem)}")
         for name in report["damagedGenerations"]:

@@ -411,11 +411,15 @@ class EmbeddedRuntime:
         if self.damage is not None and self.damage.message not in problems:
             problems.append(self.damage.message)  # e.g. a catch-up that failed on the index
         pending = self._pending.exists() and not self.lock.held
+        # read-only (a mount, a copy): reads work; writes and repairs need a writable data dir
+        readonly = not os.access(self.data_dir, os.W_OK)
         return {"ok": not problems, "generation": generation, "problems": problems,
-                "pendingCatchUp": pending, "damagedGenerations": self.generations.damaged(),
+                "readOnly": readonly, "pendingCatchUp": pending,
+                "damagedGenerations": self.generations.damaged(),
                 "fix": None if not problems else
                 "recall reindex  (rebuilds the index from the store; damaged files are moved "
-                "aside, not deleted)"}
+                "aside, not deleted)" + (" — in a writable copy of this read-only data dir"
+                                         if readonly else "")}
 
 
 def _stderr_progress(label: str) -> Callable[[int, int], None]:
