@@ -26,6 +26,7 @@ from streams.faces.mcp.errors import (
 MAX_SAFE_INTEGER = 2**53 - 1
 AVAILABILITY = ("live", "persisted")
 SURFACES = ("current", "shadowed", "log-only")
+MODES = ("lexical", "hybrid", "semantic")
 #: Values a session id / type list may hold: far inside the SQL binding budget (PROTOCOL §3.4:
 #: 32,766 bindings) even with every list of a search full.
 MAX_LIST_ITEMS = 1000
@@ -72,6 +73,8 @@ class Arg:
     def schema(self, limits: Limits) -> dict[str, Any]:
         if self.kind in ("string", "timestamp"):
             out: dict[str, Any] = {"type": "string"}
+            if self.choices:
+                out["enum"] = list(self.choices)
         elif self.kind == "integer":
             out = {"type": "integer", "minimum": 0, "maximum": self.upper(limits)}
         elif self.kind == "boolean":
@@ -89,6 +92,13 @@ class Arg:
 def _target() -> Arg:
     return Arg("string", f"Session id to inspect ({_SESSION_ID_HELP}); defaults to the "
                "calling session.")
+
+
+def _mode() -> Arg:
+    return Arg("string", "lexical (default): the literal phrase, exact ranking; hybrid: also "
+               "events that say it in other words (a local embedding model; the server needs "
+               "the 'semantic' extra and RECALL_SEMANTIC=1); semantic: by meaning only.",
+               choices=MODES)
 
 
 def _no_injected() -> Arg:
@@ -114,6 +124,7 @@ SPECS: dict[str, dict[str, Arg]] = {
         "event_types": Arg("strings", "Matching event types, e.g. tool/result."),
         "event_surfaces": Arg("enums", "Matching event surfaces.", choices=SURFACES),
         "exclude_injected": _no_injected(),
+        "mode": _mode(),
     },
     "session_event_search": {
         "session_id": _target(),
@@ -125,6 +136,7 @@ SPECS: dict[str, dict[str, Arg]] = {
         "event_types": Arg("strings", "Event types, e.g. tool/result."),
         "surfaces": Arg("enums", "Event surfaces.", choices=SURFACES),
         "exclude_injected": _no_injected(),
+        "mode": _mode(),
     },
     "session_trace": {"session_id": _target()},
     "session_event_trace": {
@@ -169,6 +181,8 @@ def _check(name: str, arg: Arg, value: Any, limits: Limits) -> Any:
     if arg.kind in ("string", "timestamp"):
         if not isinstance(value, str):
             raise _invalid(f"{name} must be a string")
+        if arg.choices and value not in arg.choices:
+            raise _invalid(f"{name} must be one of {', '.join(arg.choices)}")
         return value
     if arg.kind == "boolean":
         if not isinstance(value, bool):

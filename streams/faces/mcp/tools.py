@@ -165,7 +165,7 @@ class SessionTools:
             parents=parents, seq_from=seqs[0], seq_to=seqs[1], time_from=times[0],
             time_to=times[1], types=args.get("event_types") or (),
             surfaces=args.get("event_surfaces") or (),
-            no_injected=bool(args.get("exclude_injected")))
+            no_injected=bool(args.get("exclude_injected")), mode=args.get("mode"))
 
         def fetch(cursor: str | None) -> Page:
             return self.recall.search_sessions(
@@ -219,7 +219,8 @@ class SessionTools:
         options = SearchOptions(
             query=query, session_id=target, seq_from=seq_from, seq_to=seq_to,
             time_from=times[0], time_to=times[1], types=args.get("event_types") or (),
-            surfaces=args.get("surfaces") or (), no_injected=bool(args.get("exclude_injected")))
+            surfaces=args.get("surfaces") or (), no_injected=bool(args.get("exclude_injected")),
+            mode=args.get("mode"))
 
         def fetch(cursor: str | None) -> Page:
             page = self.recall.search_events(

@@ -126,7 +126,7 @@ def test_lists_exactly_the_six_tools_with_spec_arguments(stdio: Any) -> None:
         "query", "session_ids", "created_at_from", "created_at_to", "parent_session_ids",
         "include_root_sessions", "availability", "event_seq_from", "event_seq_to",
         "event_time_from", "event_time_to", "event_types", "event_surfaces",
-        "exclude_injected"])  # the last one: an extension (docs/PROTOCOL.md §6.1)
+        "exclude_injected", "mode"])  # the last two: extensions (docs/PROTOCOL.md §6.1)
     assert search["required"] == ["query"] and search["additionalProperties"] is False
     assert search["properties"]["availability"]["items"]["enum"] == ["live", "persisted"]
     assert sorted(tools["session_event_read"].input_schema["properties"]) == [
