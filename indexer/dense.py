@@ -21,7 +21,7 @@ from indexer.database import Conn
 from indexer.errors import query_error
 from indexer.ranking import Candidate, Scope, event_key
 from indexer.search import _COLUMNS, _JOINS, _candidate, _where
-from indexer.semantic import DIMENSION, load_embedder
+from indexer.semantic import DIMENSION, load_embedder, quantize
 from projections.codec import dumps
 
 #: PROTOCOL mode values that read vectors.
@@ -54,7 +54,7 @@ class _ShardVectors:
         self.last = 0
         self.events = np.zeros(0, np.int64)
         self.rows = np.zeros((0, DIMENSION), np.int8)
-        self.inverse = np.zeros(0, np.float32)
+        self.inverse = np.zeros(0, np.float64)
         self.lock = threading.Lock()
 
     def refresh(self, conn: Conn) -> None:
@@ -64,7 +64,7 @@ class _ShardVectors:
         if not fresh:
             return
         rows = np.frombuffer(b"".join(bytes(r[2]) for r in fresh), np.int8).reshape(-1, DIMENSION)
-        norms = np.linalg.norm(rows.astype(np.float32), axis=1)
+        norms = np.sqrt(np.square(rows.astype(np.int64)).sum(axis=1).astype(np.float64))
         self.events = np.concatenate([self.events, np.asarray([int(r[1]) for r in fresh],
                                                                 np.int64)])
         self.rows = np.concatenate([self.rows, rows])
@@ -72,9 +72,13 @@ class _ShardVectors:
         self.last = int(fresh[-1][0])
 
     def ranked(self, query: Any) -> tuple[Any, Any]:
-        """(event ids, scores): every event's best chunk, best first (ties: smaller id)."""
+        """(event ids, scores): every event's best chunk, best first (ties: smaller id).
+
+        `query` is an int8 vector as float32: every product and partial sum of the scan is an
+        integer below 2**24, exact in float32 whatever order BLAS adds them in, so a vector's
+        score never depends on where it sits in the matrix (nor on the shard count)."""
         np = self.np
-        scores = np.empty(len(self.events), np.float32)
+        scores = np.empty(len(self.events), np.float64)
         for at in range(0, len(self.events), SCAN_ROWS):
             block = self.rows[at:at + SCAN_ROWS].astype(np.float32)
             scores[at:at + SCAN_ROWS] = (block @ query) * self.inverse[at:at + SCAN_ROWS]
@@ -112,7 +116,7 @@ def _numpy() -> Any:
 def _dense_shard(conn: Conn, key: tuple[str, str], cache: VectorCache, query: Any,
                  plan: Mapping[str, Any], need: int) -> list[Candidate]:
     """The shard's best `need` events passing the filters, by dense score (each candidate
-    carries `dense`, its cosine)."""
+    carries `dense`: its cosine times the query's int8 norm)."""
     events, scores = cache.ranked(key, conn, query)
     where, params = _where(plan)
     cut = DENSE_MIN
@@ -150,7 +154,10 @@ def dense_search(conns: Sequence[Conn], keys: Sequence[tuple[str, str]], cache: 
     them); hybrid fuses it with the dense top events."""
     fetch = int(plan["fetch"])
     scope: Scope = plan["scope"]
-    query = load_embedder().embed_query(str(plan["query"]))
+    np = _numpy()
+    unit = load_embedder().embed_query(str(plan["query"]))
+    query = np.frombuffer(quantize(np, unit), np.int8).astype(np.float32)
+    # (not divided by its norm: that would leave integers; a constant factor ranks the same)
     depth = max(FUSE_DEPTH, 4 * fetch)
     dense: list[Candidate] = []
     for conn, key in zip(conns, keys, strict=True):
