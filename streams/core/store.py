@@ -271,13 +271,21 @@ def dead_letter_key(source: str, rejection: Rejection) -> str:
                            digest_size=16).hexdigest()
 
 
+#: The most bytes a dead letter keeps of a rejected line; a longer line is parked as a bounded
+#: record (source, offset, length, digest) and its bytes stay in the source. A small file of
+#: many long malformed lines (a 20 KB zstd of 300 lines of 1 MiB) would otherwise copy them all
+#: into the dead letters, and every listing would read them back.
+KEPT_BYTES = 64 * 1024
+
+
 class DeadLetters:
     """Rejected input with its original bytes, source position and reason: parked, never lost.
 
     Records are keyed (`dead_letter_key`), so parking is idempotent: re-running an ingest that a
-    crash interrupted parks nothing twice. A record's bytes are kept whole up to
-    `max_record_bytes`; beyond that the record is bounded (offset, length, blake2b-256 digest)
-    and the bytes stay in the source."""
+    crash interrupted parks nothing twice. A whole file's bytes (line 0) are kept up to
+    `max_record_bytes`, a line's up to `KEPT_BYTES`; beyond that the record is bounded (offset,
+    length, blake2b-256 digest) and the bytes stay in the source. Listing reads the file a
+    record at a time."""
 
     def __init__(self, path: Path, *, max_record_bytes: int = 4 * 1024 * 1024) -> None:
         ensure_private_dir(path.parent)
@@ -329,7 +337,8 @@ class DeadLetters:
         return len(out)
 
     def _bounded(self, r: Rejection) -> Rejection:
-        if r.bounded or len(r.raw) <= self.max_record_bytes:
+        cap = self.max_record_bytes if r.line == 0 else min(KEPT_BYTES, self.max_record_bytes)
+        if r.bounded or len(r.raw) <= cap:
             return r
         return Rejection(r.line, r.code, f"{r.reason} (record of {len(r.raw)} bytes kept as a "
                          "bounded record: offset, length and digest)", b"",
@@ -339,36 +348,54 @@ class DeadLetters:
     def _entries(self, *, repair: bool) -> Iterator[dict[str, Any]]:
         if not self.path.exists():
             return
-        data = self.path.read_bytes()
-        intact = _intact(data)
-        if repair and len(intact) != len(data):
-            with self.path.open("r+b") as f:  # a record torn by a crash; the re-run re-parks it
-                f.truncate(len(intact))
-                f.flush()
-                os.fsync(f.fileno())
-        for number, line in enumerate(data.split(b"\n"), start=1):
-            if not line:
-                continue
-            try:
-                entry = loads(line)
-                if not isinstance(entry, dict):
-                    raise ValueError("not an object")
-            except (JSONDecodeError, ValueError) as exc:
-                torn = number == data.count(b"\n") + 1
-                yield {"source": str(self.path), "line": number, "sessionId": None,
-                       "code": StoreCorrupt.code,
-                       "reason": ("a record torn by a crash (re-run the ingest to park it again)"
-                                  if torn else f"this dead-letter line cannot be read: {exc}"),
-                       "length": len(line), "bytes": base64.b64encode(line).decode("ascii")}
-                continue
-            if "key" not in entry and isinstance(entry.get("bytes"), str):
-                entry["key"] = _legacy_key(entry)
-            yield entry
+        if repair:
+            _drop_torn_tail(self.path)  # a record torn by a crash; the re-run re-parks it
+        with self.path.open("rb") as f:
+            for number, line in enumerate(f, start=1):
+                torn = not line.endswith(b"\n")
+                line = line.rstrip(b"\n")
+                if line:
+                    yield self._entry(number, line, torn)
+
+    def _entry(self, number: int, line: bytes, torn: bool) -> dict[str, Any]:
+        try:
+            entry = loads(line)
+            if not isinstance(entry, dict):
+                raise ValueError("not an object")
+        except (JSONDecodeError, ValueError) as exc:
+            return {"source": str(self.path), "line": number, "sessionId": None,
+                    "code": StoreCorrupt.code,
+                    "reason": ("a record torn by a crash (re-run the ingest to park it again)"
+                               if torn else f"this dead-letter line cannot be read: {exc}"),
+                    "length": len(line), "bytes": base64.b64encode(line).decode("ascii")}
+        if "key" not in entry and isinstance(entry.get("bytes"), str):
+            entry["key"] = _legacy_key(entry)
+        return entry
 
     def read(self) -> list[dict[str, Any]]:
         """Every record; a line that cannot be read is shown as a RECALL_STORE_CORRUPT record
         holding its bytes, so one damaged line never hides the others."""
         return list(self._entries(repair=False))
+
+
+def _drop_torn_tail(path: Path) -> None:
+    """Cut what follows the file's last newline (reading back from the end, not the file)."""
+    with path.open("r+b") as f:
+        end = f.seek(0, os.SEEK_END)
+        at = end
+        while at > 0:
+            step = min(at, 1 << 16)
+            f.seek(at - step)
+            chunk = f.read(step)
+            newline = chunk.rfind(b"\n")
+            if newline >= 0:
+                at = at - step + newline + 1
+                break
+            at -= step
+        if at != end:
+            f.truncate(at)
+            f.flush()
+            os.fsync(f.fileno())
 
 
 def _legacy_key(entry: Mapping[str, Any]) -> str | None:

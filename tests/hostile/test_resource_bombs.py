@@ -6,6 +6,7 @@ where it is asserted."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 import socket
@@ -160,3 +161,51 @@ def test_devices_fifos_and_sockets_in_a_walked_folder_are_not_read(tmp_path: Pat
     with Recall.open(tmp_path / "data") as recall:
         report = recall.ingest([folder])
     assert report.sessions == {"blank"}
+
+
+# --- many long malformed lines --------------------------------------------------------------------
+
+#: Runs the CLI and records its own peak RSS (VmHWM) in the file named first.
+PEAK = """
+import sys
+from streams.faces.cli.main import main
+out = sys.argv.pop(1)
+try:
+    main()
+finally:
+    hwm = [l for l in open("/proc/self/status") if l.startswith("VmHWM:")][0].split()[1]
+    open(out, "w").write(hwm)
+"""
+
+
+def _peak_kib(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[bytes], int]:
+    peak = tmp_path / "peak"
+    run = subprocess.run([sys.executable, "-c", PEAK, str(peak), *args], capture_output=True,
+                         cwd=ROOT, timeout=300)
+    return run, int(peak.read_text())
+
+
+def test_long_malformed_lines_park_as_bounded_records_and_list_in_bounded_memory(
+        tmp_path: Path) -> None:
+    line = b'{"type":"user/message","seq":0,' + b"x" * ((1 << 20) - 40) + b"\n"
+    path = tmp_path / "malformed.jsonl.zst"
+    with path.open("wb") as raw, zstandard.ZstdCompressor(level=19).stream_writer(raw) as out:
+        out.write(HEADER)
+        for _ in range(300):
+            out.write(line)
+    assert path.stat().st_size < 64 << 10
+    data = tmp_path / "data"
+    run, peak = _peak_kib(tmp_path, "--data-dir", str(data), "ingest", str(path), "--json")
+    assert run.returncode == 0 and orjson.loads(run.stdout)["rejected"] == 300, run.stderr
+    # bounds: the 300 MiB of lines are not copied into the dead letters (it was 402 MB) ...
+    assert (data / "dead-letter.jsonl").stat().st_size < 1 << 20
+    assert peak < 1 << 20  # ... and the ingest stays under 1 GiB of RSS (it took 1.9 GB)
+    listed, peak = _peak_kib(tmp_path, "--data-dir", str(data), "dead-letters", "--json")
+    assert listed.returncode == 0 and peak < 200 << 10  # listing under 200 MiB (it took 1.3 GB)
+    with Recall.open(data) as recall:
+        records = recall.dead_letters()
+    assert len(records) == 300
+    digest = hashlib.blake2b(line[:-1], digest_size=32).hexdigest()
+    for record in records:
+        assert record["bytes"] is None and record["length"] == len(line) - 1
+        assert record["digest"] == digest and record["line"] >= 2  # found again by its line
