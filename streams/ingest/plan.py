@@ -230,6 +230,10 @@ def import_foreign(reading: Reading, key: str, *, max_event_bytes: int,
     text, screened = screen_foreign(reading.src, reading.plan, max_event_bytes)
     done = reading.plan.first_line - 1
     resumed = spec.resume is not None and done > 0
+    if spec.whole_document and screened and not text.strip():
+        # the document was all in lines parked here (one compact line nested too deep): the
+        # importer would only add an empty document's MALFORMED letter for the same bytes
+        return Imported([], screened, resumed)
     try:
         sessions = checked_import(spec.resume(text, key, done, next_seq)
                                   if spec.resume is not None and resumed else spec(text, key))
