@@ -209,3 +209,26 @@ def test_long_malformed_lines_park_as_bounded_records_and_list_in_bounded_memory
     for record in records:
         assert record["bytes"] is None and record["length"] == len(line) - 1
         assert record["digest"] == digest and record["line"] >= 2  # found again by its line
+
+
+# --- long substring queries -----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("chars", [1_001, 120_000, 1_000_000])
+def test_a_long_substring_query_is_refused_in_bounded_time_and_memory(tmp_path: Path,
+                                                                      chars: int) -> None:
+    data = tmp_path / "data"
+    text = "ab" * 5000
+    with Recall.open(data, substring=True) as recall:
+        recall.create_session("long", cwd="/w")
+        recall.append_events("long", [{"type": "user/message", "surfaceOp": "append", "data": {
+            "role": "user", "content": [{"type": "text", "text": text}]}}])
+    request = tmp_path / "request.json"  # (a megabyte does not fit in one argument)
+    request.write_bytes(orjson.dumps({"query": ("ab" * chars)[:chars], "mode": "substring"}))
+    started = time.monotonic()
+    run, peak = _peak_kib(tmp_path, "--data-dir", str(data), "search", "--request",
+                          str(request), "--json")
+    # bounds: 30 s and 300 MiB of RSS (a 120 KB query took 1.9 GB; 1 MB ran out of memory)
+    assert time.monotonic() - started < 30.0 and peak < 300 << 10
+    assert run.returncode == 1
+    assert orjson.loads(run.stdout)["error"]["code"] == "RECALL_QUERY_TOO_LONG"
