@@ -61,6 +61,16 @@ class Settings(BaseSettings):
     #: RECALL_KAFKA_REQUEST_KEYS — a query worker's keyfile (JSON: key id → secret and the
     #: workspaces that key may search); set, the worker answers signed requests only.
     kafka_request_keys: Path | None = None
+    #: RECALL_KAFKA_REPLICATION_FACTOR — replicas of every topic the runtime creates (1 for a
+    #: single broker; 3 on a production cluster, so a lost broker loses no record).
+    kafka_replication_factor: int = Field(default=1, ge=1)
+    #: RECALL_KAFKA_MIN_INSYNC_REPLICAS — `min.insync.replicas` of those topics: an `acks=all`
+    #: write needs this many replicas (2 with a replication factor of 3); unset: the broker's.
+    kafka_min_insync_replicas: int | None = Field(default=None, ge=1)
+    #: RECALL_KAFKA_IDEMPOTENT — the events producer is idempotent (the broker drops a retried
+    #: batch it already has, so a leader change duplicates no segment); needs InitProducerId,
+    #: which tansu lacks.
+    kafka_idempotent: bool = False
     #: RECALL_BROKER_FLAVOR — `tansu` enables that broker's work-arounds (one record per batch).
     broker_flavor: Literal["kafka", "tansu"] = "kafka"
     #: RECALL_TOPIC_PREFIX — topic names are <prefix>.events, <prefix>.documents, …

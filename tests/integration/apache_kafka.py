@@ -20,7 +20,7 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -127,10 +127,12 @@ class KafkaNode:
     log_path: Path
     command: list[str]
     process: subprocess.Popen[bytes] | None = None
+    #: the address it listens on (another network namespace's, for fleet tests)
+    host: str = "127.0.0.1"
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.port}"
+        return f"{self.host}:{self.port}"
 
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -191,6 +193,17 @@ class KafkaCluster:
     def kill_node(self, index: int) -> None:
         self.nodes[index].kill()
 
+    def pause_node(self, index: int) -> None:
+        """SIGSTOP: the node stalls (no heartbeats, no replies) until `resume_node`."""
+        process = self.nodes[index].process
+        assert process is not None and process.poll() is None
+        process.send_signal(signal.SIGSTOP)
+
+    def resume_node(self, index: int) -> None:
+        process = self.nodes[index].process
+        assert process is not None
+        process.send_signal(signal.SIGCONT)
+
     def restart_node(self, index: int) -> None:
         """Start a stopped or killed node again on its data; returns once it was spawned (wait
         with `wait_ready` for the cluster to list it)."""
@@ -205,7 +218,7 @@ class KafkaCluster:
                 break
             running = [n for n in self.nodes if n.running()]
             # a plain connect first: aiokafka logs every refused connection
-            if running and all(_listening(n.port) for n in running) and asyncio.run(
+            if running and all(_listening(n.host, n.port) for n in running) and asyncio.run(
                     _brokers_listed(",".join(n.bootstrap for n in running))) >= {
                     n.node_id for n in running}:
                 return
@@ -216,9 +229,9 @@ class KafkaCluster:
             f"{self.log_tails()}")
 
 
-def _listening(port: int) -> bool:
+def _listening(host: str, port: int) -> bool:
     try:
-        with socket.create_connection(("127.0.0.1", port), timeout=1):
+        with socket.create_connection((host, port), timeout=1):
             return True
     except OSError:
         return False
@@ -240,17 +253,18 @@ async def _brokers_listed(bootstrap: str) -> set[int]:
 
 def server_properties(node_id: int, ports: Mapping[int, tuple[int, int]], data_dir: Path, *,
                       replication_factor: int, min_insync_replicas: int,
-                      extra: Mapping[str, str] = {}) -> dict[str, str]:
-    """One node's server.properties: `ports` maps every node id to (client port, controller port)."""
+                      extra: Mapping[str, str] = {}, host: str = "127.0.0.1") -> dict[str, str]:
+    """One node's server.properties: `ports` maps every node id to (client port, controller port);
+    every node listens on `host`."""
     port, controller_port = ports[node_id]
-    voters = ",".join(f"{nid}@127.0.0.1:{cport}" for nid, (_, cport) in sorted(ports.items()))
+    voters = ",".join(f"{nid}@{host}:{cport}" for nid, (_, cport) in sorted(ports.items()))
     rf, isr = str(replication_factor), str(min_insync_replicas)
     props = {
         "process.roles": "broker,controller",
         "node.id": str(node_id),
         "controller.quorum.voters": voters,
-        "listeners": f"PLAINTEXT://127.0.0.1:{port},CONTROLLER://127.0.0.1:{controller_port}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{port}",
+        "listeners": f"PLAINTEXT://{host}:{port},CONTROLLER://{host}:{controller_port}",
+        "advertised.listeners": f"PLAINTEXT://{host}:{port}",
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
@@ -279,9 +293,12 @@ def server_properties(node_id: int, ports: Mapping[int, tuple[int, int]], data_d
 
 def start_cluster(work_dir: Path, nodes: int = 1, *, replication_factor: int | None = None,
                   min_insync_replicas: int | None = None, extra: Mapping[str, str] | None = None,
-                  heap: str = HEAP) -> KafkaCluster:
+                  heap: str = HEAP, host: str = "127.0.0.1",
+                  wrap: Sequence[str] = ()) -> KafkaCluster:
     """Format and start `nodes` KRaft nodes under `work_dir`; return once metadata lists all of
     them. Replication factor defaults to min(nodes, 3), min.insync.replicas to RF - 1 (>= 1).
+    `host`: the address every node listens on; `wrap`: a prefix of each node's command (e.g.
+    `ip netns exec <ns>`, which execs java in place: the node's pid is the JVM's).
     Raises ApacheKafkaUnavailable (no Java, no cached broker) or RuntimeError (did not start)."""
     java_bin, cp = java(), classpath()
     rf = replication_factor or min(nodes, 3)
@@ -298,11 +315,12 @@ def start_cluster(work_dir: Path, nodes: int = 1, *, replication_factor: int | N
     for node_id in ports:
         data_dir = work_dir / f"node-{node_id}"
         props = server_properties(node_id, ports, data_dir, replication_factor=rf,
-                                  min_insync_replicas=isr, extra=cluster.extra)
+                                  min_insync_replicas=isr, extra=cluster.extra, host=host)
         config = work_dir / f"node-{node_id}.properties"
         config.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         node = KafkaNode(node_id, ports[node_id][0], ports[node_id][1], config,
-                         work_dir / f"node-{node_id}.log", [*jvm, "kafka.Kafka", str(config)])
+                         work_dir / f"node-{node_id}.log",
+                         [*wrap, *jvm, "kafka.Kafka", str(config)], host=host)
         fmt = subprocess.run([*jvm, "kafka.tools.StorageTool", "format", "-t", cluster.cluster_id,
                               "-c", str(config)], capture_output=True, timeout=120)
         node.log_path.write_bytes(fmt.stdout + fmt.stderr)

@@ -21,6 +21,19 @@ def test_names_follow_the_prefix_and_partitions_the_shards() -> None:
     assert topics.changelog == "fleet.fold-state-changelog"
 
 
+def test_replication_settings_reach_every_topic_made() -> None:
+    single = Topics.of(Settings(topic_prefix="p", shards=4))
+    assert single.replication == 1
+    assert not any("min.insync.replicas" in c for c in single.configs().values())
+    replicated = Topics.of(Settings(topic_prefix="p", shards=4, kafka_replication_factor=3,
+                                    kafka_min_insync_replicas=2), generation=2)
+    assert replicated.replication == 3
+    configs = replicated.configs()
+    assert {c["min.insync.replicas"] for c in configs.values()} == {"2"}
+    assert configs["p.events"]["retention.ms"] == "-1"  # added to, not replacing, the others
+    assert configs["p.documents.g2"]["cleanup.policy"] == "compact"
+
+
 def test_configs_keep_facts_forever_and_compact_derived_topics() -> None:
     configs = Topics("p", 4).configs()
     assert set(configs) == {"p.events", "p.documents", "p.requests", "p.replies",

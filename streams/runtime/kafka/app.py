@@ -32,7 +32,8 @@ def faust_options(settings: Settings) -> dict[str, Any]:
         # for a SIGKILLed member (faust's 60 s default stalled the takeover for a minute).
         "broker_rebalance_timeout": max(10.0, 2 * settings.session_timeout_s),
         "topic_partitions": settings.shards,
-        "topic_replication_factor": 1,
+        # faust's own topics (none today: ensure_topics makes the changelog) follow ours
+        "topic_replication_factor": settings.kafka_replication_factor,
         # tansu has no InitProducerId, so no transactions; every stage is idempotent instead.
         "processing_guarantee": "at_least_once",
         "web_enabled": False,

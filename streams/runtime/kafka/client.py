@@ -162,7 +162,8 @@ class KafkaBackend:
         if self._producer is None:
             async def start() -> EventProducer:
                 # aiokafka objects must be created on the loop that runs them.
-                producer = EventProducer(self.bootstrap, self.topics.events)
+                producer = EventProducer(self.bootstrap, self.topics.events,
+                                         idempotent=self.settings.kafka_idempotent)
                 await producer.start()
                 return producer
 

@@ -15,11 +15,13 @@ from __future__ import annotations
 import contextlib
 import secrets
 from dataclasses import dataclass
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
 from projections.codec import dumps, loads
+from streams.core.settings import Settings
 from streams.runtime.kafka.connection import Connect, connect_kwargs
 
 CURSOR_KEY = b"cursor-key"
@@ -30,8 +32,20 @@ def control_topic(prefix: str) -> str:
     return f"{prefix}.control"
 
 
-async def ensure_fleet_topics(bootstrap: Connect, prefix: str) -> None:
-    """Create `<p>.control` (1 partition, kept forever)."""
+def replication_options(settings: Settings) -> dict[str, Any]:
+    """`ensure_fleet_topics`' replication keywords from RECALL_KAFKA_REPLICATION_FACTOR and
+    RECALL_KAFKA_MIN_INSYNC_REPLICAS."""
+    return {"replication": settings.kafka_replication_factor,
+            "min_insync_replicas": settings.kafka_min_insync_replicas}
+
+
+async def ensure_fleet_topics(bootstrap: Connect, prefix: str, *, replication: int = 1,
+                              min_insync_replicas: int | None = None) -> None:
+    """Create `<p>.control` (1 partition, kept forever; replicated like the other topics, as
+    every worker and job reads the lineup from it)."""
+    configs = {"retention.ms": "-1"}
+    if min_insync_replicas is not None:
+        configs["min.insync.replicas"] = str(min_insync_replicas)
     admin = AIOKafkaAdminClient(**connect_kwargs(bootstrap))
     await admin.start()
     try:
@@ -39,8 +53,8 @@ async def ensure_fleet_topics(bootstrap: Connect, prefix: str) -> None:
             # Not compacted: compaction keeps the *last* record of a key, and the first cursor
             # key must win.
             with contextlib.suppress(Exception):  # a racing worker created it: fine
-                await admin.create_topics([NewTopic(control_topic(prefix), 1, 1,
-                                                    topic_configs={"retention.ms": "-1"})])
+                await admin.create_topics([NewTopic(control_topic(prefix), 1, replication,
+                                                    topic_configs=configs)])
     finally:
         await admin.close()
 

@@ -27,7 +27,7 @@ from streams.runtime.kafka.codec import (
     ok_reply,
 )
 from streams.runtime.kafka.connection import client_options, connect_kwargs
-from streams.runtime.kafka.fleet import ensure_fleet_topics, fleet_cursor_key
+from streams.runtime.kafka.fleet import ensure_fleet_topics, fleet_cursor_key, replication_options
 from streams.runtime.kafka.membership import instance_id
 from streams.runtime.kafka.partitions import PartitionLoop
 from streams.runtime.kafka.query import answer_shard_request
@@ -147,7 +147,8 @@ class DocumentIndexer:
 
     async def run(self, stop: asyncio.Event) -> None:
         """Index until `stop` is set."""
-        await ensure_fleet_topics(self.bootstrap, self.settings.topic_prefix)
+        await ensure_fleet_topics(self.bootstrap, self.settings.topic_prefix,
+                                  **replication_options(self.settings))
         await ensure_topics(self.bootstrap, self.topics,
                             names=[self.topics.documents, self.topics.shard_requests])
         # Cursors must verify on any owner: sign with the fleet's key, not a local one.

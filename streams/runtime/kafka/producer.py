@@ -75,11 +75,15 @@ class EventProducer:
     def __init__(self, bootstrap: Connect, topic: str, *,
                  max_segment_bytes: int = SEGMENT_MAX_BYTES,
                  linger_ms: float = SEGMENT_LINGER_MS, acks: Any = "all",
-                 producer: AIOKafkaProducer | None = None) -> None:
+                 idempotent: bool = False, producer: AIOKafkaProducer | None = None) -> None:
         self.topic = topic
         self.max_segment_bytes = max_segment_bytes
         self.linger_s = linger_ms / 1000
-        self.producer = producer or batching_producer(bootstrap, acks=acks)
+        # idempotent (RECALL_KAFKA_IDEMPOTENT): a batch retried after a leader change is not
+        # written twice; aiokafka then requires acks=all
+        self.producer = producer or batching_producer(
+            bootstrap, **({"acks": "all", "enable_idempotence": True} if idempotent
+                          else {"acks": acks}))
         self._own = producer is None
         self._buffers: dict[str, list[bytes]] = {}
         self._sizes: dict[str, int] = {}

@@ -38,7 +38,13 @@ from projections.errors import RecallError
 from streams.core.detectors import build_redactor
 from streams.core.settings import Settings
 from streams.runtime.kafka.connection import Connect, client_options, connect_kwargs
-from streams.runtime.kafka.fleet import Lineup, ensure_fleet_topics, publish_lineup, read_lineup
+from streams.runtime.kafka.fleet import (
+    Lineup,
+    ensure_fleet_topics,
+    publish_lineup,
+    read_lineup,
+    replication_options,
+)
 from streams.runtime.kafka.folding import Fold
 from streams.runtime.kafka.foldstep import FoldProcessor, position_key
 from streams.runtime.kafka.partitions import LOOK_PAST_END_MS, PartitionLoop, log_ends
@@ -345,7 +351,8 @@ class _Lease:
 
 async def _prepare(settings: Settings) -> tuple[Connect, Lineup]:
     bootstrap = client_options(settings)
-    await ensure_fleet_topics(bootstrap, settings.topic_prefix)
+    await ensure_fleet_topics(bootstrap, settings.topic_prefix,
+                              **replication_options(settings))
     return bootstrap, await read_lineup(bootstrap, settings.topic_prefix)
 
 

@@ -48,10 +48,14 @@ class Topics:
     prefix: str
     partitions: int
     generation: int = 1
+    #: replicas of every topic created, and their `min.insync.replicas` (None: the broker's)
+    replication: int = 1
+    min_insync_replicas: int | None = None
 
     @classmethod
     def of(cls, settings: Settings, generation: int = 1) -> Topics:
-        return cls(settings.topic_prefix, settings.shards, generation)
+        return cls(settings.topic_prefix, settings.shards, generation,
+                   settings.kafka_replication_factor, settings.kafka_min_insync_replicas)
 
     def _derived(self, name: str) -> str:
         return name if self.generation == 1 else f"{name}.g{self.generation}"
@@ -103,7 +107,7 @@ class Topics:
         """Topic name → broker config. Events and dead letters are the record of fact: kept
         forever. Documents are compacted by `sessionId:seq`, so rebuilding a shard reads each
         event's latest document once, not every redelivery. The changelog is compacted too."""
-        return {
+        configs = {
             self.events: dict(_FOREVER),
             self.documents: {"cleanup.policy": "compact"},
             self.dead_letter: dict(_FOREVER),
@@ -112,6 +116,10 @@ class Topics:
             self.changelog: {"cleanup.policy": "compact"},
             self.shard_requests: dict(_EPHEMERAL),
         }
+        if self.min_insync_replicas is not None:
+            for config in configs.values():
+                config["min.insync.replicas"] = str(self.min_insync_replicas)
+        return configs
 
     def shared(self) -> list[str]:
         """The topics every generation uses (what a client needs)."""
@@ -145,10 +153,11 @@ async def _partition_counts(admin: Any, names: list[str]) -> dict[str, int]:
 
 
 async def ensure_topics(bootstrap: str | Mapping[str, Any], topics: Topics, *,
-                        names: list[str] | None = None, replication: int = 1,
+                        names: list[str] | None = None, replication: int | None = None,
                         skip_unauthorized: bool = False) -> list[str]:
     """Create the missing topics (all by default) and check partition counts; return the names
-    created. Safe to call from several processes at once. `skip_unauthorized`: a topic this
+    created. Safe to call from several processes at once. `replication` overrides
+    `topics.replication` (RECALL_KAFKA_REPLICATION_FACTOR). `skip_unauthorized`: a topic this
     principal may neither see nor create (a secured cluster's ACLs) is left to the workers."""
     from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 
@@ -165,7 +174,8 @@ async def ensure_topics(bootstrap: str | Mapping[str, Any], topics: Topics, *,
         denied: set[str] = set()
         if missing:
             response = await admin.create_topics([
-                NewTopic(name, topics.partitions, replication, topic_configs=wanted.get(name, {}))
+                NewTopic(name, topics.partitions, replication or topics.replication,
+                         topic_configs=wanted.get(name, {}))
                 for name in missing])
             for name, code, message in _topic_errors(response):
                 if code == _TOPIC_AUTHORIZATION_FAILED and skip_unauthorized:

@@ -27,7 +27,12 @@ from streams.runtime.kafka import seam
 from streams.runtime.kafka.app import build_app
 from streams.runtime.kafka.connection import client_options, explained
 from streams.runtime.kafka.coordinator import QueryCoordinator
-from streams.runtime.kafka.fleet import Lineup, ensure_fleet_topics, read_lineup
+from streams.runtime.kafka.fleet import (
+    Lineup,
+    ensure_fleet_topics,
+    read_lineup,
+    replication_options,
+)
 from streams.runtime.kafka.lineup import LineupFollower, LineupWatcher
 from streams.runtime.kafka.supervisor import (
     RoleSpec,
@@ -119,7 +124,8 @@ def run_worker(settings: Settings, roles: Sequence[str], *, loglevel: str = "war
 
 async def _ensure_topics(settings: Settings) -> Lineup:
     bootstrap = client_options(settings)
-    await ensure_fleet_topics(bootstrap, settings.topic_prefix)
+    await ensure_fleet_topics(bootstrap, settings.topic_prefix,
+                              **replication_options(settings))
     lineup = await read_lineup(bootstrap, settings.topic_prefix)
     await ensure_topics(bootstrap, Topics.of(settings, lineup.live))
     return lineup
