@@ -96,10 +96,13 @@ class KafkaBackend:
     def _sync(self, coro: Any, timeout: float) -> Any:
         """Run `coro` on the client's loop; a refused connection (authentication, TLS, a
         missing ACL) comes back as the STREAM_* error that says which."""
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
         try:
-            return run_sync(self.loop, coro, timeout)
+            return future.result(timeout)
         except Exception as exc:
-            raise run_sync(self.loop, explained(self.bootstrap, exc), 30) from None
+            future.cancel()  # a step still retrying (a topic it may not use) stops here
+            raise run_sync(self.loop, explained(self.bootstrap, exc, self.topics.shared()),
+                           30) from None
 
     def _requester_started(self) -> None:
         with self._requester_lock:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import ssl
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from projections.errors import (
@@ -22,6 +22,7 @@ from projections.errors import (
     RecallError,
 )
 from streams.core.settings import Settings
+from streams.runtime.kafka import seam
 from streams.runtime.kafka.brokers import bootstrap_servers
 
 #: A bootstrap string (plaintext) or the keyword arguments `client_options` builds.
@@ -31,6 +32,7 @@ _TLS = ("SSL", "SASL_SSL")
 _TLS_FILES = {"cafile": "RECALL_KAFKA_SSL_CAFILE", "certfile": "RECALL_KAFKA_SSL_CERTFILE",
               "keyfile": "RECALL_KAFKA_SSL_KEYFILE"}
 _SASL = ("SASL_PLAINTEXT", "SASL_SSL")
+_TOPIC_AUTHORIZATION_FAILED = 29
 
 
 class KafkaAuthFailed(RecallError):
@@ -179,10 +181,12 @@ def _message(exc: BaseException) -> str:
     return text.strip() or exc.__class__.__name__
 
 
-async def diagnose(conn: Connect, timeout_s: float = 10.0) -> RecallError | None:
-    """Why the brokers cannot be reached with `conn`, when aiokafka only says "unable to
-    bootstrap" (it logs the cause and drops it): one connection to the first host, TLS
-    handshake and SASL login included, whose failure is explained."""
+async def diagnose(conn: Connect, topics: Sequence[str] = (),
+                   timeout_s: float = 10.0) -> RecallError | None:
+    """Why the brokers cannot be used with `conn`, when aiokafka only says "unable to
+    bootstrap" or keeps retrying (it logs the cause and drops it): one connection to the first
+    host, TLS handshake and SASL login included, then whether the principal may see `topics`."""
+    from aiokafka.admin import AIOKafkaAdminClient
     from aiokafka.conn import create_conn
 
     kwargs = connect_kwargs(conn)
@@ -196,19 +200,37 @@ async def diagnose(conn: Connect, timeout_s: float = 10.0) -> RecallError | None
     except (Exception, TimeoutError) as exc:
         return explain(exc)
     connection.close()
+    if not topics:
+        return None
+    admin = AIOKafkaAdminClient(**kwargs, request_timeout_ms=int(timeout_s * 1000))
+    try:
+        await admin.start()
+        access = await seam.topic_access(admin, topics)
+    except Exception as exc:  # nothing more to learn: the caller reports its own error
+        return explain(exc)
+    finally:
+        await admin.close()
+    denied = [topic for topic, code in access.items() if code == _TOPIC_AUTHORIZATION_FAILED]
+    if denied:
+        return KafkaNotAuthorized(f"not authorized for topic(s) {', '.join(denied)}",
+                                  hint="the principal needs an ACL on that topic "
+                                  "(docs/kafka.md lists each role's)")
     return None
 
 
-async def explained(conn: Connect, exc: BaseException) -> BaseException:
-    """`exc` as the STREAM_* error it amounts to (probing the brokers when aiokafka lost the
-    cause of a failed bootstrap), else `exc` itself."""
-    from aiokafka.errors import KafkaConnectionError
+async def explained(conn: Connect, exc: BaseException,
+                    topics: Sequence[str] = ()) -> BaseException:
+    """`exc` as the STREAM_* error it amounts to, else `exc` itself. When aiokafka lost the
+    cause (a failed bootstrap) or kept retrying until a timeout, the brokers are probed for it:
+    the connection, then `topics` (the ones the failed step used)."""
+    from aiokafka.errors import KafkaConnectionError, KafkaTimeoutError
 
     found = explain(exc)
     if found is not None:
         return found
-    if isinstance(exc, KafkaConnectionError) and not isinstance(conn, str):
-        probed = await diagnose(conn)
+    if isinstance(exc, KafkaConnectionError | KafkaTimeoutError | TimeoutError) \
+            and not isinstance(conn, str):
+        probed = await diagnose(conn, topics)
         if probed is not None:
             return probed
     return exc

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
+from aiokafka.errors import KafkaTimeoutError
 
 from projections.errors import RecallError
 from streams.core.errorlog import as_recall_error
@@ -34,6 +35,9 @@ FETCH_WAIT_MS = 500
 #: How long the first attempt of a retried request waits before it is sent again (each next
 #: attempt twice as long).
 HOP_S = 4.0
+#: How long a requester waits for its reply partition's end at start: reached at once on a
+#: healthy cluster; past it, the caller finds out why (streams.runtime.kafka.connection).
+START_WAIT_S = 10.0
 
 
 class RemoteError(RecallError):
@@ -86,9 +90,18 @@ class Requester:
         await self._consumer.start()
         tp = TopicPartition(self.replies_topic, self.partition)
         self._consumer.assign([tp])
+        try:
+            await asyncio.wait_for(self._resolve_end(tp), START_WAIT_S)
+        except TimeoutError:
+            # aiokafka retries a topic the principal may not read for ever (and only logs it)
+            raise KafkaTimeoutError(f"the reply partition {tp.topic}:{tp.partition} did not "
+                                    f"resolve within {START_WAIT_S:.0f} s") from None
+        self._task = asyncio.create_task(self._listen())
+
+    async def _resolve_end(self, tp: TopicPartition) -> None:
+        assert self._consumer is not None
         await self._consumer.seek_to_end(tp)
         await self._consumer.position(tp)  # resolve "end" now, before any request is sent
-        self._task = asyncio.create_task(self._listen())
 
     async def stop(self) -> None:
         if self._task is not None:

@@ -1,7 +1,8 @@
 """Transport: the one seam onto faust's and aiokafka's internals (patches, private attributes).
 
 Everything else in `streams` uses faust and aiokafka through their public API and this module's
-small interface: `install()`, `wake()`, `quiet_worker()`, `FoldTable` and `FaustFold`. Each reliance on
+small interface: `install()`, `wake()`, `quiet_worker()`, `topic_access()`, `FoldTable` and
+`FaustFold`. Each reliance on
 something private is listed here with why, and tests/integration/test_kafka_seam.py checks each
 one against the installed libraries and the real brokers (`install()` itself fails loudly
 when an attribute it patches is gone).
@@ -53,6 +54,11 @@ Contract, once `install()` ran in the process (the worker's roles, `build_app`, 
    (docs/ENGINE-NOTES.md). A short-lived consumer outside any group fetches past the reported
    ends (`streams.runtime.kafka.partitions.log_ends`; one empty fetch when they are right).
    [faust: `AIOKafkaConsumerThread._highwaters`, `AIOKafkaConsumerThread.transport`]
+
+10. `topic_access(admin, topics)` asks the brokers what they answer for each topic without
+   creating any (aiokafka's `describe_topics` lets a broker auto-create a missing topic with its
+   default partition count): how a refused principal learns which topic it may not use.
+   [aiokafka private: `AIOKafkaAdminClient._send_request`]
 
 `FoldTable` (faust `Table` subclass) writes a partition's records in one go, pinned to the
 changelog partition of their source, and tells the memory store which partition each key it
@@ -171,6 +177,19 @@ def wake(consumer: AIOKafkaConsumer) -> None:
     fetcher._fetch_max_wait_ms = min(IDLE_FETCH_FLOOR_MS, fetcher._recall_wait_cap)
     fetcher._recall_data_at = time.monotonic()
     fetcher._recall_woken.set()
+
+
+# --- 10. which topics a principal may use -------------------------------------------------
+
+async def topic_access(admin: Any, topics: Sequence[str]) -> dict[str, int]:
+    """Topic → the error code a metadata request answers for it (0: usable, 3: missing, 29: not
+    authorized), never auto-creating one."""
+    from aiokafka.protocol.metadata import MetadataRequest
+
+    response = await admin._send_request(MetadataRequest(list(topics),
+                                                         allow_auto_topic_creation=False))
+    return {str(info["topic"]): int(info["error_code"])
+            for info in response.to_object()["topics"]}
 
 
 # --- 2. static members leave on a clean stop -----------------------------------------------

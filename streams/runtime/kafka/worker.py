@@ -25,7 +25,7 @@ from indexer.pipeline import use_bulk_gc
 from streams.core.settings import Settings, handover_json
 from streams.runtime.kafka import seam
 from streams.runtime.kafka.app import build_app
-from streams.runtime.kafka.connection import client_options, explained
+from streams.runtime.kafka.connection import client_options, diagnose, explained
 from streams.runtime.kafka.coordinator import QueryCoordinator
 from streams.runtime.kafka.fleet import (
     Lineup,
@@ -65,12 +65,21 @@ def run_worker(settings: Settings, roles: Sequence[str], *, loglevel: str = "war
                         format="%(asctime)s %(levelname)s supervisor: %(message)s")
     seam.install()  # the lineup follower waits on empty fetches too
     name_process("recall-worker")
+    from streams.runtime.kafka.fleet import control_topic
+
     if settings.kafka_request_keys is not None:
         KeyRing.load(settings.kafka_request_keys)  # a bad keyfile stops the worker here
+    conn = client_options(settings)
     try:
+        # A principal the cluster refuses (authentication, TLS, a topic's ACL) is told so here:
+        # aiokafka would retry a topic it may not use for ever, logging each attempt.
+        refused = asyncio.run(diagnose(conn, [control_topic(settings.topic_prefix),
+                                              *Topics.of(settings).shared()]))
+        if refused is not None:
+            raise refused
         lineup = asyncio.run(_ensure_topics(settings))
-    except Exception as exc:  # a refused connection says which (authentication, TLS, ACL)
-        raise asyncio.run(explained(client_options(settings), exc)) from None
+    except Exception as exc:
+        raise asyncio.run(explained(conn, exc)) from None
     env = {**os.environ, SETTINGS_ENV: handover_json(settings),
            SUPERVISOR_ENV: str(os.getpid())}
     wanted = list(dict.fromkeys(roles))
