@@ -24,14 +24,15 @@ from projections.errors import MissingExtra
 
 #: What an index built with vectors records (meta key `semantic`): the model, the chunking and
 #: the quantization. Another value means other vectors: the shard is rebuilt.
-MODEL_ID = "all-MiniLM-L6-v2-onnx-int8/chunk256/int8-v1"
+MODEL_ID = "all-MiniLM-L6-v2-onnx-int8/chunk128x2/int8-v1"
 OFF = "off"
 DIMENSION = 384
-#: Tokens per chunk, [CLS] and [SEP] included (the model's max_seq_length).
-CHUNK_TOKENS = 256
+#: Tokens per chunk, [CLS] and [SEP] included: the length the model was trained on (longer
+#: chunks cost more per token and found paraphrases worse in bench/semantic.py's query set).
+CHUNK_TOKENS = 128
 #: A long text is embedded from its head: at most this many chunks (and characters read).
 MAX_CHUNKS = 2
-MAX_CHARS = 16_000
+MAX_CHARS = 4_000
 #: Texts shorter than this (after stripping) carry too little meaning for a vector of their own
 #: ("ok", "yes", "continue"); they stay findable by the lexical index.
 MIN_CHARS = 12
