@@ -68,6 +68,9 @@ _PLACEHOLDER = re.compile(
     r"redacted|replace[-_]?me|insert[-_]|<[^>]*>|\{\{|\$\{|%\(|^\$|^%[A-Za-z_]|^&)")
 #: What a real token never contains: documentation stand-ins (AKIAIOSFODNN7EXAMPLE, ACxxxx…).
 _TOKEN_PLACEHOLDER = re.compile(r"(?i)x{5,}|\*{3,}|example|placeholder|dummy|(.)\1{7,}")
+#: A secret word with a filler before it (`mypassword`, `test_token1`): an example's value.
+_STAND_IN = re.compile(r"(?i)(?:my|your|the|some|test|fake|sample|default|demo)[-_]?"
+                       r"(?:pass(?:word|wd)?|pwd|secret|token|key|api[-_]?key)s?\d{0,3}")
 _ATTRIBUTE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)+(?:\(\)?)?")
 #: A value naming a secret rather than holding one: a type or variable (`PrivateKeyTypes`).
 _NAMES_A_SECRET = re.compile(r"(?i)key|secret|token|passw|credential|private|auth")
@@ -88,9 +91,11 @@ def entropy(value: str) -> float:
 
 
 def is_placeholder(value: str) -> bool:
-    """Templates, references and stand-ins (`${X}`, `$X`, `<token>`, `xxxx`, `your-key`), words,
-    paths and URLs without credentials: what a secret-named variable holds when it is not one."""
+    """Templates, references and stand-ins (`${X}`, `$X`, `<token>`, `xxxx`, `your-key`,
+    `mypassword`), words, paths and URLs without credentials: what a secret-named variable holds
+    when it is not one."""
     return (is_templated_secret(value) or _PLACEHOLDER.search(value) is not None
+            or _STAND_IN.fullmatch(value) is not None
             or value.lower() in _WORDS or value.isdigit() or _PATHLIKE.match(value) is not None
             or _PLAIN_URL.match(value) is not None or len(set(value)) <= 2)
 

@@ -236,6 +236,8 @@ def code_corpus(seed: int = 16, copies: int = 20) -> list[str]:
             f"open http://localhost:{rng.randrange(1024, 65535)}/users/{ids[2][:8]}@example.org"
             " and https://registry.npmjs.org/@types/node",
             f"session_id = '{ids[3]}'; sessionId={ids[0]}",
+            # an example's values: a secret word with a filler before it
+            'PG_USER="myuser"\nPG_PASSWORD="mypassword"\nAPI_TOKEN=test_token1',
         ]
     return texts
 
