@@ -251,3 +251,13 @@ def _walk_long_session(client: TestClient, total: int) -> None:
     html = client.get(link.split("#")[0]).text
     assert "Page 2 of 3" in html and f'id="seq-{target}"' in html
     assert client.get("/session?id=ui-long-session&page=0").status_code == 400
+
+
+def test_the_meaning_toggle_asks_for_a_hybrid_search(recall: Recall, data: Path) -> None:
+    client = TestClient(create_app(recall, data_dir=data), base_url=LOCAL)
+    assert 'name="semantic"' in client.get("/search?q=EUR").text
+    assert pages.search_options(pages.SearchForm(query="EUR", semantic=True)).mode == "hybrid"
+    # this corpus's index holds no vectors: the page says so with the code and the next step
+    page = client.get("/search?q=EUR&semantic=1")
+    assert page.status_code == 409
+    assert "RECALL_SEMANTIC_UNAVAILABLE" in page.text and "RECALL_SEMANTIC=1" in page.text

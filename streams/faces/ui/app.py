@@ -71,6 +71,9 @@ _NOT_FOUND_HINT = ("the Sessions page lists every session (filter it by title, a
 _BAD_REQUEST = frozenset({SESSION_REFERENCE_SELF_REFERENCE, SESSION_REFERENCE_TOO_MANY,
                           SESSION_REFERENCE_BUDGET_EXCEEDED, RECALL_QUERY_TOO_LONG,
                           RECALL_AMBIGUOUS_SESSION, RECALL_USAGE})
+#: What this server cannot do in its present state (an index without vectors, an extra not
+#: installed): 409, the request was fine and the error page says how to enable it.
+_UNAVAILABLE = frozenset({"RECALL_SEMANTIC_UNAVAILABLE", "RECALL_MISSING_EXTRA"})
 
 
 def is_loopback(host: str) -> bool:
@@ -203,6 +206,7 @@ class UiApp:
                 status = exc.status if isinstance(exc, PageError) else 404 \
                     if exc.code in _NOT_FOUND else 400 if "INVALID" in exc.code \
                     or exc.code in _BAD_REQUEST else 409 if exc.code == RECALL_NOT_WRITER \
+                    or exc.code in _UNAVAILABLE \
                     else 500
                 # The CLI's next step (`recall sessions`) means nothing to a browser user.
                 hint = _NOT_FOUND_HINT if exc.code in _NOT_FOUND else pages.line(exc.hint)
@@ -299,7 +303,8 @@ class UiApp:
             cwd=params.get("cwd", "").strip(), agent=params.get("agent", "").strip(),
             since=params.get("since", "").strip(), until=params.get("until", "").strip(),
             no_injected=params.get("no_injected") == "1",
-            substring=params.get("substring") == "1", cursor=params.get("cursor", ""))
+            substring=params.get("substring") == "1", semantic=params.get("semantic") == "1",
+            cursor=params.get("cursor", ""))
 
     def search_page(self, form: pages.SearchForm) -> dict[str, Any]:
         """Run the search the form asks for: `{hits, next, notice, within}` (a stale cursor

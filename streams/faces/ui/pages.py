@@ -308,6 +308,7 @@ class SearchForm:
     until: str = ""
     no_injected: bool = False
     substring: bool = False
+    semantic: bool = False  # by meaning too: hybrid ranking (docs/semantic.md)
     cursor: str = ""
 
     def link_args(self) -> list[tuple[str, str]]:
@@ -318,6 +319,7 @@ class SearchForm:
                                      ("until", self.until)) if v]
         args += [("surface", s) for s in self.surfaces] + [("type", t) for t in self.types]
         args += [("no_injected", "1")] * self.no_injected + [("substring", "1")] * self.substring
+        args += [("semantic", "1")] * self.semantic
         return args
 
 
@@ -340,7 +342,8 @@ def search_options(form: SearchForm) -> SearchOptions:
         time_from=date_to_ms(form.since) if form.since else None,
         time_to=date_to_ms(form.until, end=True) if form.until else None,
         cwd_trees=[form.cwd] if form.cwd else (), agents=[form.agent] if form.agent else (),
-        limit=SEARCH_PAGE, cursor=form.cursor or None, substring=form.substring)
+        limit=SEARCH_PAGE, cursor=form.cursor or None, substring=form.substring,
+        mode="hybrid" if form.semantic else None)
 
 
 @dataclass(frozen=True, slots=True)
