@@ -39,6 +39,7 @@ from bench.corpus import TextGen, session_events
 from bench.index import raw_fts5
 from bench.search_corpus import documents as extract_documents
 from bench.search_corpus import ensure_corpus, scale, size_name
+from bench.secretcorpus import code_corpus, secret_sessions
 from projections.fold import SurfaceState, plan
 from projections.records import event_record
 from projections.redaction import NO_REDACTION, Redactor
@@ -46,7 +47,6 @@ from streams.core.detectors import default_redactor
 from streams.core.settings import Settings
 from streams.facade import Recall
 from streams.ingest.importers import IMPORTERS, detect_format
-from tests.support.secretcorpus import code_corpus, secret_sessions
 
 ROOT = Path(__file__).resolve().parents[1]
 REPEATS = 5
