@@ -142,3 +142,26 @@ def test_mcp_without_its_extra_says_what_to_install(tmp_path: Path,
     assert "RECALL_MISSING_EXTRA" in result.output
     assert f"pip install '{declared_distribution()}[mcp]'" in result.output
     assert "Traceback" not in result.output
+
+
+def test_semantic_search_needs_vectors_then_finds_by_meaning(
+        data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    code, out = run(data, "search", "--semantic", "flaky test", "--json")
+    assert code == 1 and "RECALL_SEMANTIC_UNAVAILABLE" in str(out)
+    monkeypatch.setenv("RECALL_SEMANTIC", "1")  # the next open rebuilds the index with vectors
+    code, page = run(data, "search", "--mode", "semantic", "the CI keeps breaking", "--json")
+    assert code == 0 and page["items"]
+    code, lexical = run(data, "search", "the CI keeps breaking", "--json")
+    assert code == 0 and lexical["items"] == []
+
+
+def test_semantic_without_its_extra_says_what_to_install(
+        data: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from indexer import semantic
+
+    monkeypatch.setattr(semantic, "find_spec", lambda name: None)
+    result = CliRunner().invoke(main, ["--data-dir", str(data), "search", "--semantic", "x"])
+    assert result.exit_code == 1, result.output
+    assert "RECALL_MISSING_EXTRA" in result.output
+    assert f"pip install '{declared_distribution()}[semantic]'" in result.output
+    assert "Traceback" not in result.output
