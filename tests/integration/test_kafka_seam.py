@@ -269,3 +269,26 @@ def test_uncommitted_partitions_are_sought_to_their_beginning(
             await consumer.stop()
 
     assert run(positions()) == {0: 2, **{p: 0 for p in range(1, settings.shards)}}
+
+
+def test_topic_access_answers_for_a_missing_topic_without_creating_it(
+        settings: Settings) -> None:
+    """Item 10: the probe a refused principal is diagnosed with never auto-creates a topic (a
+    broker's default partition count would break RECALL_SHARDS' co-partitioning)."""
+    topics = Topics.of(settings)
+
+    async def run() -> tuple[dict[str, int], set[str]]:
+        await ensure_topics(str(settings.broker).removeprefix("kafka://"), topics,
+                            names=[topics.events])
+        admin = AIOKafkaAdminClient(
+            bootstrap_servers=str(settings.broker).removeprefix("kafka://"))
+        await admin.start()
+        try:
+            access = await seam.topic_access(admin, [topics.events, topics.requests])
+            return access, set(await admin.list_topics())
+        finally:
+            await admin.close()
+
+    access, listed = asyncio.run(run())
+    assert access[topics.events] == 0 and access[topics.requests] != 0, access
+    assert topics.requests not in listed

@@ -125,12 +125,14 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         broker = Broker("apache", f"127.0.0.1:{kafka.sasl_port}", kafka.cluster.process,
                         kafka.log_path, kafka.cluster)
         worker = start_worker(broker, env, work / "worker.log")
-        fleet = Fleet(kafka, prefix, work, worker)
-        # the worker creates the topics; until then a principal without CREATE is refused
-        wait_listed(fleet, set())
-        print(f"secured broker and worker started in {time.monotonic() - started:.1f} s")
-        yield fleet
-        worker.stop()
+        try:
+            fleet = Fleet(kafka, prefix, work, worker)
+            # the worker creates the topics; until then a principal without CREATE is refused
+            wait_listed(fleet, set())
+            print(f"secured broker and worker started in {time.monotonic() - started:.1f} s")
+            yield fleet
+        finally:
+            worker.stop()
         assert USERS["worker"] not in (work / "worker.log").read_text(errors="replace"), \
             "the worker's log shows its SASL password"
     finally:

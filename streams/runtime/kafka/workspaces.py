@@ -10,8 +10,7 @@ answered exactly as a missing one (the same code and message, the same empty lis
 answer never tells a hidden session from an absent one.
 
 The signature binds the whole request (id, op, args, replyTo, deadline): a copy replayed before
-its deadline is the same request, which the worker answers once (FirstSight), to the replyTo
-the signer chose.
+its deadline can only be the same request again, answered to the replyTo the signer chose.
 """
 
 from __future__ import annotations
