@@ -21,7 +21,7 @@ from indexer.database import Conn
 from indexer.errors import query_error
 from indexer.ranking import Candidate, Scope, event_key
 from indexer.search import _COLUMNS, _JOINS, _candidate, _where
-from indexer.semantic import DIMENSION, load_embedder, quantize
+from indexer.semantic import DIMENSION, MAX_CHUNKS, load_embedder, quantize
 from projections.codec import dumps
 
 #: PROTOCOL mode values that read vectors.
@@ -71,22 +71,40 @@ class _ShardVectors:
         self.inverse = np.concatenate([self.inverse, 1.0 / np.maximum(norms, 1e-12)])
         self.last = int(fresh[-1][0])
 
-    def ranked(self, query: Any) -> tuple[Any, Any]:
-        """(event ids, scores): every event's best chunk, best first (ties: smaller id).
+    def scores(self, query: Any) -> tuple[Any, Any]:
+        """(event id, score) of every row (chunk), in row order.
 
         `query` is an int8 vector as float32: every product and partial sum of the scan is an
         integer below 2**24, exact in float32 whatever order BLAS adds them in, so a vector's
         score never depends on where it sits in the matrix (nor on the shard count)."""
         np = self.np
-        scores = np.empty(len(self.events), np.float64)
-        for at in range(0, len(self.events), SCAN_ROWS):
-            block = self.rows[at:at + SCAN_ROWS].astype(np.float32)
-            scores[at:at + SCAN_ROWS] = (block @ query) * self.inverse[at:at + SCAN_ROWS]
-        order = np.lexsort((self.events, -scores))
-        events = self.events[order]
-        _, first = np.unique(events, return_index=True)
-        keep = np.sort(first)
-        return events[keep], scores[order][keep]
+        events, rows, inverse = self.events, self.rows, self.inverse  # (refresh replaces them)
+        scores = np.empty(len(events), np.float64)
+        for at in range(0, len(events), SCAN_ROWS):
+            block = rows[at:at + SCAN_ROWS].astype(np.float32)
+            scores[at:at + SCAN_ROWS] = (block @ query) * inverse[at:at + SCAN_ROWS]
+        return events, scores
+
+
+def top_events(np: Any, events: Any, scores: Any, cut: int) -> tuple[Any, Any, bool]:
+    """At least `cut` distinct events (all if fewer), each with its best chunk's score, best
+    first (ties: smaller event id), and whether that is every event.
+
+    Only the rows scoring at least the k-th best row's score are sorted (k = cut × the chunks
+    an event may have, so they hold `cut` distinct events): every row tied with the k-th is
+    in, so which rows are sorted never depends on how a partial sort broke ties."""
+    k = cut * MAX_CHUNKS
+    complete = k >= len(scores)
+    if complete:
+        picked = np.arange(len(scores))
+    else:
+        threshold = np.partition(scores, len(scores) - k)[len(scores) - k]
+        picked = np.flatnonzero(scores >= threshold)
+    order = picked[np.lexsort((events[picked], -scores[picked]))]
+    ranked = events[order]
+    _, first = np.unique(ranked, return_index=True)
+    keep = order[np.sort(first)]
+    return events[keep], scores[keep], complete
 
 
 class VectorCache:
@@ -96,7 +114,8 @@ class VectorCache:
         self._shards: dict[tuple[str, str], _ShardVectors] = {}
         self._lock = threading.Lock()
 
-    def ranked(self, key: tuple[str, str], conn: Conn, query: Any) -> tuple[Any, Any]:
+    def scores(self, key: tuple[str, str], conn: Conn, query: Any) -> tuple[Any, Any]:
+        """(event id, score) of every vector of the shard `key` names, as `conn` sees it."""
         np = _numpy()
         with self._lock:
             found = self._shards.get(key)
@@ -104,7 +123,7 @@ class VectorCache:
                 found = self._shards[key] = _ShardVectors(np)
         with found.lock:
             found.refresh(conn)
-            return found.ranked(query)
+        return found.scores(query)
 
 
 def _numpy() -> Any:
@@ -117,12 +136,14 @@ def _dense_shard(conn: Conn, key: tuple[str, str], cache: VectorCache, query: An
                  plan: Mapping[str, Any], need: int) -> list[Candidate]:
     """The shard's best `need` events passing the filters, by dense score (each candidate
     carries `dense`: its cosine times the query's int8 norm)."""
-    events, scores = cache.ranked(key, conn, query)
+    np = _numpy()
+    every_event, every_score = cache.scores(key, conn, query)
     where, params = _where(plan)
-    cut = DENSE_MIN
+    cut = max(DENSE_MIN, need)
     while True:
-        ids = [int(e) for e in events[:max(cut, need)]]
-        score = {e: float(s) for e, s in zip(ids, scores[:len(ids)].tolist(), strict=True)}
+        events, scores, complete = top_events(np, every_event, every_score, cut)
+        ids = [int(e) for e in events]
+        score = dict(zip(ids, scores.tolist(), strict=True))
         rows = conn.execute(f"SELECT {_COLUMNS} FROM events e{_JOINS}"
                             f" WHERE e.id IN (SELECT value FROM json_each(?)) AND {where}",
                             [dumps(ids), *params])
@@ -131,7 +152,7 @@ def _dense_shard(conn: Conn, key: tuple[str, str], cache: VectorCache, query: An
             c = _candidate(r, 0)
             c["dense"] = score[int(r[0])]
             found.append(c)
-        if len(found) >= need or len(ids) >= len(events):
+        if len(found) >= need or complete:
             found.sort(key=_dense_key)
             return found[:need]
         cut *= GROW

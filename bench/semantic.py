@@ -1,0 +1,232 @@
+"""Recall by meaning (issue 42). `python -m bench semantic`.
+
+Quality corpus: every real excerpt under tests/data/realdata and tests/data/agents (31 sessions
+of 12 agents, MIT-licensed public transcripts; provenance in their READMEs), ingested through
+`Recall.ingest` twice — RECALL_SEMANTIC off, then on — into fresh data dirs. Queries:
+tests/data/semantic/queries.json: paraphrases (the target event said in other words; a few are
+in another language than their target) and exact phrases copied from their target event.
+
+Metrics:
+- `{mode}_recall_at_{1,5}_{paraphrase,exact}`: share of queries whose target session is among
+  the first k sessions `search_sessions(query, mode=...)` returns (mode lexical, semantic or
+  hybrid); `{mode}_event_recall_at_{k}_{set}`: ... whose target event is the best match of one
+  of those k sessions.
+- `embed_events_per_s`: events embedded per second by the packaged model (the texts the index
+  embedded, each through `Embedder.embed`, one thread); `embed_ms_per_event_p50`.
+- `ingest_ratio_semantic_on_vs_off`: ingest throughput with vectors ÷ without (tool output
+  excluded, the default), the same corpus and path.
+- `index_bytes_per_text_byte_{lexical,semantic}`: the generation's shard files ÷ the UTF-8 bytes
+  of every indexed document text; `vector_bytes_per_text_byte`: the vectors alone ÷ the same.
+- `hybrid_search_p50_ms_<n>` / `_p99_`: `QueryService.search_sessions` in hybrid mode (default
+  limit) over an index of n synthetic events (bench/corpus.py TextGen words, 500-event sessions of
+  user and assistant messages) whose vectors are written by a stand-in embedder (hash-derived
+  int8 rows: the model would need hours for them); the queries are the labeled ones, each
+  embedded by the real model inside the measured call. `semantic_search_p50_ms_<n>` likewise;
+  `lexical_search_p50_ms_<n>` the default mode on the same index. Sizes: 100k, and 1M with
+  RECALL_BENCH_SEMANTIC_1M=1 (its vectors alone are 384 MB of memory).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from bench.corpus import TextGen
+
+ROOT = Path(__file__).resolve().parents[1]
+CORPUS = [ROOT / "tests" / "data" / "realdata", ROOT / "tests" / "data" / "agents"]
+QUERIES = ROOT / "tests" / "data" / "semantic" / "queries.json"
+MODES = ("lexical", "semantic", "hybrid")
+
+
+def _shards_bytes(data_dir: Path) -> int:
+    return sum(p.stat().st_size for p in (data_dir / "index").rglob("shard-*.sqlite*"))
+
+
+def _ingest(data_dir: Path, semantic: bool) -> tuple[float, Any]:
+    from streams.facade import Recall
+
+    recall = Recall.open(data_dir, semantic=semantic)
+    started = time.perf_counter()
+    recall.ingest(CORPUS)
+    return time.perf_counter() - started, recall
+
+
+def _hit(page: dict[str, Any], target: dict[str, Any], k: int) -> tuple[bool, bool]:
+    items = page["items"][:k]
+    session = any(i["bestMatch"]["sessionId"] == target["sessionId"] for i in items)
+    event = any((i["bestMatch"]["sessionId"], i["bestMatch"]["seq"])
+                == (target["sessionId"], target["seq"]) for i in items)
+    return session, event
+
+
+def _quality(recall: Any, queries: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, items in queries.items():
+        for mode in MODES:
+            counts = {(k, level): 0 for k in (1, 5) for level in ("session", "event")}
+            for q in items:
+                page = recall.search_sessions(q["query"], mode=mode, limit=5)
+                for k in (1, 5):
+                    session, event = _hit(page, q, k)
+                    counts[(k, "session")] += session
+                    counts[(k, "event")] += event
+            for (k, level), n in counts.items():
+                key = (f"{mode}_recall_at_{k}_{name}" if level == "session"
+                       else f"{mode}_event_recall_at_{k}_{name}")
+                out[key] = round(n / len(items), 3)
+        out[f"queries_{name}"] = len(items)
+    return out
+
+
+def _texts(recall: Any) -> tuple[list[str], int]:
+    """The texts the index embedded (one per embedded event) and all document text bytes."""
+    from indexer.blocks import read_raws
+    from indexer.schema import EVENT_JOINS, SEQ
+    from indexer.writer import text_of
+
+    texts: list[str] = []
+    total = 0
+    for shard in recall.backend.runtime.shards:
+        with shard.reader() as conn:
+            rows = conn.execute(f"SELECT x.session, {SEQ}, e.id IN (SELECT event FROM vectors)"
+                                f" FROM events e{EVENT_JOINS} WHERE e.len > 0").fetchall()
+            raws = read_raws(conn, shard.epoch, [(int(r[0]), int(r[1])) for r in rows])
+            for no, seq, embedded in rows:
+                text = text_of(raws[(int(no), int(seq))])
+                total += len(text.encode())
+                if embedded:
+                    texts.append(text)
+    return texts, total
+
+
+def _vector_bytes(recall: Any) -> int:
+    total = 0
+    for shard in recall.backend.runtime.shards:
+        with shard.reader() as conn:
+            total += int(conn.execute("SELECT coalesce(sum(length(v)), 0) FROM vectors")
+                         .fetchone()[0])
+    return total
+
+
+class _HashEmbedder:
+    """Stand-in for the model when writing the latency corpus: int8 rows derived from the text."""
+
+    def __init__(self, model_id: str) -> None:
+        self.model_id = model_id
+
+    def embed(self, text: str) -> list[bytes]:
+        seed = hashlib.blake2b(text.encode(), digest_size=32).digest()
+        return [hashlib.shake_256(seed).digest(384)]
+
+    def embed_query(self, text: str) -> Any:  # pragma: no cover - never used for writes
+        raise AssertionError
+
+
+def _latency(events: int, queries: list[str], work: Path) -> dict[str, Any]:
+    from indexer import IndexConfig, QueryService, ShardSet, semantic
+    from projections.fold import SurfaceState
+    from projections.records import HeaderRecord, fold_records
+
+    root = work / f"latency-{events}"
+    shutil.rmtree(root, ignore_errors=True)
+    fingerprint = semantic.fingerprint(True, False)
+    real = semantic.load_embedder()
+    semantic._loaded = _HashEmbedder(fingerprint)
+    shards = ShardSet(root, IndexConfig(semantic=fingerprint))
+    gen = TextGen(7)
+    try:
+        per = 500
+        for s in range(events // per):
+            sid = f"dsh:bench-{s:05d}"
+            evs = []
+            for seq in range(per):
+                kind = "user/message" if seq % 2 == 0 else "assistant/message"
+                text = gen.text(12 + seq % 40)
+                data: dict[str, Any] = ({"id": f"u{seq}", "role": "user",
+                                         "source": {"kind": "user"},
+                                         "content": [{"type": "text", "text": text}]}
+                                        if kind == "user/message" else
+                                        {"turn": 0, "step": 0, "message": {
+                                            "id": f"a{seq}", "role": "assistant",
+                                            "content": [{"type": "text", "text": text}]}})
+                evs.append({"type": kind, "seq": seq, "time": 1_700_000_000_000 + s * per + seq,
+                            "data": data, "surfaceOp": "append"})
+            _, records = fold_records(sid, SurfaceState(), evs)
+            shards.write_batch([HeaderRecord(sid, {"type": "session", "version": 0, "id": sid,
+                                                   "createdAt": 1_700_000_000_000 + s,
+                                                   "cwd": "/w"}), *records], {})
+    finally:
+        semantic._loaded = real
+    service = QueryService(shards)
+    out: dict[str, Any] = {}
+    name = f"{events // 1000}k" if events < 1_000_000 else f"{events // 1_000_000}m"
+    try:
+        for mode in ("hybrid", "semantic", "lexical"):
+            service.search_sessions({"query": queries[0], "mode": mode})  # warm-up: the cache
+            took = []
+            for q in queries:
+                started = time.perf_counter()
+                service.search_sessions({"query": q, "mode": mode})
+                took.append((time.perf_counter() - started) * 1000)
+            took.sort()
+            out[f"{mode}_search_p50_ms_{name}"] = round(statistics.median(took), 2)
+            out[f"{mode}_search_p99_ms_{name}"] = round(took[min(len(took) - 1,
+                                                                 int(len(took) * 0.99))], 2)
+    finally:
+        service.close()
+        shards.close()
+        shutil.rmtree(root, ignore_errors=True)
+    return out
+
+
+def run() -> dict[str, Any]:
+    from indexer import semantic
+
+    queries = orjson.loads(QUERIES.read_bytes())
+    out: dict[str, Any] = {"semantic_model": semantic.MODEL_ID}
+    work = Path(tempfile.mkdtemp(prefix="recall-bench-semantic-"))
+    try:
+        semantic.load_embedder()  # (the model's load is not part of the ingest)
+        t_off, off = _ingest(work / "off", False)
+        off_bytes = _shards_bytes(work / "off")
+        off.close()
+        t_on, on = _ingest(work / "on", True)
+        try:
+            texts, text_bytes = _texts(on)
+            out["embedded_events"] = len(texts)
+            out["index_bytes_per_text_byte_lexical"] = round(off_bytes / text_bytes, 3)
+            out["index_bytes_per_text_byte_semantic"] = round(_shards_bytes(work / "on")
+                                                              / text_bytes, 3)
+            out["vector_bytes_per_text_byte"] = round(_vector_bytes(on) / text_bytes, 3)
+            out["ingest_ratio_semantic_on_vs_off"] = round(t_off / t_on, 3)
+            out["ingest_s_semantic_off"] = round(t_off, 2)
+            out["ingest_s_semantic_on"] = round(t_on, 2)
+            model = semantic.load_embedder()
+            took = []
+            for text in texts:
+                started = time.perf_counter()
+                model.embed(text)
+                took.append(time.perf_counter() - started)
+            out["embed_events_per_s"] = round(len(texts) / sum(took), 1)
+            out["embed_ms_per_event_p50"] = round(statistics.median(took) * 1000, 2)
+            out.update(_quality(on, queries))
+        finally:
+            on.close()
+        out["hybrid_gain_at_5_paraphrase"] = round(out["hybrid_recall_at_5_paraphrase"]
+                                                   - out["lexical_recall_at_5_paraphrase"], 3)
+        labeled = [q["query"] for group in queries.values() for q in group]
+        sizes = [100_000] + ([1_000_000] if os.environ.get("RECALL_BENCH_SEMANTIC_1M") else [])
+        for size in sizes:
+            out.update(_latency(size, labeled, work))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return out
