@@ -27,6 +27,7 @@ SUITES = [
     ("bench.redaction", "Redaction of secrets (issue 18)"),
     ("bench.ui", "Web pages: recall ui (issue 19)"),
     ("bench.cli", "The CLI as whole processes (issue 37)"),
+    ("bench.semantic", "Recall by meaning (issue 42)"),
 ]
 
 
