@@ -54,6 +54,19 @@ EXPECTED: dict[str, tuple[str | None, str | None]] = {
                    "CWD and being in the…"),
     f"{AIDER}:20250715145334": ("prompt", "chmod +x ~/AFI_Modular_Repos/*.sh"),
     f"{AIDER}:20250715151804": ("prompt", "sync-afi"),
+    "continue:5d3764fb-da1f-4d6b-b170-9a6601afa210": ("agent", "Fix PostgreSQL script error"),
+    "crush:f306c145-4c83-492c-b575-739c30bbced4": ("agent", "Instructions in CLI.md"),
+    "crush:a20c5ed5-41d4-45f7-88eb-7ba0645f1341":
+        ("agent", "Create and Enhance CRUSH.md with Codebase Guidelines"),
+    "pi:ffae836b-9420-4060-ac13-7745215f90ff":
+        ("prompt", "alright, read @packages/coding-agent/src/main.ts "
+                   "@packages/coding-agent/src/tui/tui-renderer.ts in…"),
+    "roo-code:ac8aa7b4-319c-4925-a139-4f4adca81921":
+        ("prompt", "Bonjour, je suis en train de réinstaller cette machine après qu'un disque dur "
+                   "a laché. J'aimerais…"),
+    "openhands:basic_gui_mode":
+        ("prompt", "I want to create a VueJS app that allows me to: * See all the items on my todo "
+                   "list * add a new…"),
 }
 
 
@@ -75,7 +88,7 @@ def real(tmp_path_factory: pytest.TempPathFactory) -> list[dict[str, object]]:
 
 def test_every_real_session_with_a_prompt_has_a_title(real: list[dict[str, object]]) -> None:
     by_id = {str(r["header"]["id"]): r for r in real}  # type: ignore[index]
-    assert len(by_id) == 23
+    assert len(by_id) == 31
     for session_id, (source, title) in EXPECTED.items():
         assert (by_id[session_id]["titleSource"], by_id[session_id]["title"]) == (source, title)
     untitled = sorted(i for i, r in by_id.items() if r["title"] is None)
@@ -89,8 +102,9 @@ def test_every_real_session_with_a_prompt_has_a_title(real: list[dict[str, objec
 def test_agents_come_from_the_id_prefix(real: list[dict[str, object]]) -> None:
     agents = {str(r["header"]["id"]): r["agent"] for r in real}  # type: ignore[index]
     assert {i.split(":")[0] for i in agents} == set(agents.values())
-    assert set(agents.values()) == {"aider", "claude-code", "codex", "copilot-cli", "gemini-cli",
-                                    "opencode"}
+    assert set(agents.values()) == {"aider", "claude-code", "codex", "continue", "copilot-cli",
+                                    "crush", "gemini-cli", "kimi-cli", "opencode", "openhands",
+                                    "pi", "roo-code"}
 
 
 def test_counts_and_activity_match_the_log(real: list[dict[str, object]],
