@@ -20,7 +20,7 @@ Metrics:
 - `hybrid_search_p50_ms_<n>` / `_p99_`: `QueryService.search_sessions` in hybrid mode (default
   limit) over an index of n synthetic events (bench/corpus.py TextGen words, 500-event sessions of
   user and assistant messages) whose vectors are written by a stand-in embedder (hash-derived
-  int8 rows: the model would need hours for them); the queries are the labeled ones, each
+  int4 rows: the model would need hours for them); the queries are the labeled ones, each
   embedded by the real model inside the measured call. `semantic_search_p50_ms_<n>` likewise;
   `lexical_search_p50_ms_<n>` the default mode on the same index. Sizes: 100k, and 1M with
   RECALL_BENCH_SEMANTIC_1M=1 (its vectors alone are 384 MB of memory).
@@ -118,14 +118,14 @@ def _vector_bytes(recall: Any) -> int:
 
 
 class _HashEmbedder:
-    """Stand-in for the model when writing the latency corpus: int8 rows derived from the text."""
+    """Stand-in for the model when writing the latency corpus: int4 rows derived from the text."""
 
     def __init__(self, model_id: str) -> None:
         self.model_id = model_id
 
     def embed(self, text: str) -> list[bytes]:
         seed = hashlib.blake2b(text.encode(), digest_size=32).digest()
-        return [hashlib.shake_256(seed).digest(384)]
+        return [hashlib.shake_256(seed).digest(192)]
 
     def embed_query(self, text: str) -> Any:  # pragma: no cover - never used for writes
         raise AssertionError

@@ -1,4 +1,4 @@
-"""Storage and read side: semantic and hybrid searches over the shards' int8 vectors.
+"""Storage and read side: semantic and hybrid searches over the shards' int4 vectors.
 
 Semantic: an exact cosine scan of every vector in each shard (cached in memory per shard file,
 taken up incrementally by rowid), each event scored by its best chunk; the best events are then
@@ -21,7 +21,7 @@ from indexer.database import Conn
 from indexer.errors import query_error
 from indexer.ranking import Candidate, Scope, event_key
 from indexer.search import _COLUMNS, _JOINS, _candidate, _where
-from indexer.semantic import DIMENSION, MAX_CHUNKS, load_embedder, quantize
+from indexer.semantic import DIMENSION, MAX_CHUNKS, load_embedder, quantize, unpack4
 from projections.codec import dumps
 
 #: PROTOCOL mode values that read vectors.
@@ -47,7 +47,8 @@ def unavailable() -> Exception:
 
 
 class _ShardVectors:
-    """One shard file's vectors in memory: event ids, int8 rows and their inverse norms."""
+    """One shard file's vectors in memory: event ids, rows (int4 values held as int8) and their
+    inverse norms."""
 
     def __init__(self, np: Any) -> None:
         self.np = np
@@ -63,7 +64,7 @@ class _ShardVectors:
                              (self.last,)).fetchall()
         if not fresh:
             return
-        rows = np.frombuffer(b"".join(bytes(r[2]) for r in fresh), np.int8).reshape(-1, DIMENSION)
+        rows = unpack4(np, b"".join(bytes(r[2]) for r in fresh))
         norms = np.sqrt(np.square(rows.astype(np.int64)).sum(axis=1).astype(np.float64))
         self.events = np.concatenate([self.events, np.asarray([int(r[1]) for r in fresh],
                                                                 np.int64)])
@@ -75,7 +76,7 @@ class _ShardVectors:
         """(event id, score) of every row (chunk), in row order.
 
         `query` is an int8 vector as float32: every product and partial sum of the scan is an
-        integer below 2**24, exact in float32 whatever order BLAS adds them in, so a vector's
+        integer far below 2**24, exact in float32 whatever order BLAS adds them in, so a vector's
         score never depends on where it sits in the matrix (nor on the shard count)."""
         np = self.np
         events, rows, inverse = self.events, self.rows, self.inverse  # (refresh replaces them)

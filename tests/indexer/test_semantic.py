@@ -88,7 +88,7 @@ def test_vectors_only_with_the_setting_and_only_for_recalled_types(make_index: I
     embedded = vectors(on)
     assert sorted(embedded) == [("dsh:tools", 0), ("dsh:tools", 1), ("dsh:tools", 2)]
     assert embedded[("dsh:tools", 1)] == embedded[("dsh:tools", 2)]  # same text, same bytes
-    assert all(len(v) == semantic.DIMENSION for vs in embedded.values() for v in vs)
+    assert all(len(v) == semantic.VECTOR_BYTES for vs in embedded.values() for v in vs)
 
 
 def test_a_reindex_writes_the_same_vector_bytes(make_index: Index) -> None:
@@ -100,6 +100,15 @@ def test_a_reindex_writes_the_same_vector_bytes(make_index: Index) -> None:
         one_by_one.write_batch([record], {})
     first = vectors(batched)
     assert first and first == vectors(one_by_one)
+
+
+def test_int4_vectors_pack_and_unpack_exactly() -> None:
+    import numpy as np
+
+    vector = np.linspace(-1.0, 0.5, semantic.DIMENSION).astype(np.float32)
+    values = semantic.unpack4(np, semantic.pack4(np, vector))[0]
+    assert values.min() == -7 and values.max() == 4 and values[0] == -7
+    assert np.array_equal(values, np.rint(vector * 7).astype(np.int8))
 
 
 def test_long_texts_are_chunked_from_their_head() -> None:
