@@ -163,8 +163,16 @@ class Requester:
             while True:
                 if self._consumer is not None:
                     seam.wake(self._consumer)
-                await self.producer.send_and_wait(topic, request, key=key, partition=partition,
-                                                  headers=headers)
+                # bounded by the deadline: while a partition's leader is lost (a broker killed
+                # or stalled) the producer waits for a new one far longer than a request lives
+                try:
+                    await asyncio.wait_for(
+                        self.producer.send_and_wait(topic, request, key=key,
+                                                    partition=partition, headers=headers),
+                        max(0.0, deadline - time.time()))
+                except TimeoutError:
+                    raise RequestTimeout(f"{op}: the deadline passed before the request was "
+                                         "sent", hint="check that the brokers are up") from None
                 remaining = deadline - time.time()
                 if remaining <= 0:
                     raise RequestTimeout(f"{op}: the deadline passed before the request was "
