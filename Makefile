@@ -16,7 +16,7 @@ QUIET_EDITABLE := PYTHONWARNINGS="ignore:Editable installation"
 # `kafka` when the chosen brokers include Apache Kafka, so a Java-less `noida` run needs no Maven
 NEED_KAFKA := $(if $(filter apache all,$(subst $(comma), ,$(RECALL_TEST_BROKER))),kafka)
 
-.PHONY: setup demo test lint unit bench chaos fuzz lowest clean kafka
+.PHONY: setup demo test lint unit bench bench-scale chaos fuzz lowest clean kafka
 
 $(STAMP): pyproject.toml setup.py indexer/_matchcount.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
@@ -58,6 +58,10 @@ unit: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python -m bench
+
+# Opt-in (most of an hour at 10M events): RECALL_BENCH_SCALE_SIZES=100k,1m picks fewer sizes.
+bench-scale: $(STAMP)
+	$(BIN)/python -m bench scale
 
 # Needs root for the fleet scenario (ip netns); prints the measured unavailability windows and
 # the cross-host latency.

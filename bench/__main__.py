@@ -28,7 +28,10 @@ SUITES = [
     ("bench.ui", "Web pages: recall ui (issue 19)"),
     ("bench.cli", "The CLI as whole processes (issue 37)"),
     ("bench.semantic", "Recall by meaning (issue 42)"),
+    ("bench.scale", "From 100k to 10M events (issue 40)"),
 ]
+#: Suites run only when named (`python -m bench scale`): they take most of an hour.
+OPT_IN = {"scale"}
 
 
 def machine() -> str:
@@ -43,6 +46,16 @@ def machine() -> str:
     return f"{os.cpu_count()} cores, {cpu}, Python {platform.python_version()}, {platform.system()}"
 
 
+def _figures(module_name: str) -> list[tuple[str, str]]:
+    module = sys.modules.get(module_name)
+    if module is None and module_name.split(".")[-1] in OPT_IN:
+        try:
+            module = importlib.import_module(module_name)
+        except ModuleNotFoundError:
+            return []
+    return list(getattr(module, "FIGURES", []))
+
+
 def main(argv: list[str]) -> int:
     only = set(argv)
     results: dict[str, Any] = {}
@@ -52,7 +65,7 @@ def main(argv: list[str]) -> int:
     sections: list[tuple[str, dict[str, Any]]] = []
     for module_name, title in SUITES:
         short = module_name.split(".")[-1]
-        if only and short not in only:
+        if (only and short not in only) or (not only and short in OPT_IN):
             continue
         try:
             module = importlib.import_module(module_name)
@@ -84,6 +97,11 @@ def main(argv: list[str]) -> int:
         lines += [f"## {title}", "", "| metric | value |", "|---|---|"]
         lines += [f"| `{k}` | {v} |" for k, v in metrics.items()]
         lines.append("")
+        # a suite's plots (bench/<png>, drawn by the suite) follow its table
+        module_name = next(m for m, t in SUITES if t == title)
+        for alt, png in _figures(module_name):
+            if (HERE / png).exists():
+                lines += [f"![{alt}]({png})", ""]
     (HERE / "RESULTS.md").write_text("\n".join(lines))
     return 0
 

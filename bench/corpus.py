@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 from collections.abc import Iterator
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 WORDS = 8000
 
 
+@functools.cache  # every generator and query mix of a seed shares one (never mutated)
 def vocabulary(seed: int = 42) -> list[str]:
     rng = random.Random(seed)
     letters = "abcdefghijklmnopqrstuvwxyz"

@@ -1,0 +1,57 @@
+"""`python -m bench scale` end to end on a tiny corpus: every figure of a size is produced, the
+giant session's views answer, and the growth curves are drawn."""
+
+from __future__ import annotations
+
+import gc
+from pathlib import Path
+
+import pytest
+
+from bench import scale
+
+
+def test_corpus_parts_nest_so_each_size_holds_the_smaller_ones() -> None:
+    assert scale.parts(200) == [200]
+    assert scale.parts(2000) == [200, 1800]
+    assert scale.parts(20_000) == [200, 1800, 18_000]
+    assert scale.parts(4) == [4]
+
+
+def test_sizes_reject_a_size_that_is_not_whole_sessions(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RECALL_BENCH_SCALE_SIZES", "1m,750")
+    with pytest.raises(SystemExit, match="750"):
+        scale.sizes()
+
+
+def test_a_tiny_scale_run_reports_every_figure_and_draws_the_curves(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RECALL_BENCH_DIR", str(tmp_path / "bench"))
+    monkeypatch.setenv("RECALL_BENCH_SCALE_SIZES", "1000")
+    monkeypatch.setenv("RECALL_BENCH_GIANTS", "1")
+    monkeypatch.setenv("RECALL_BENCH_GIANT_EVENTS", "600")
+    monkeypatch.setenv("RECALL_BENCH_SCALE_PLOT", "0")
+    monkeypatch.setenv("RECALL_BENCH_SCALE_QUERIES", "6")
+    monkeypatch.setattr(scale, "RUNS", 1)
+    # full collections before each timing steady the real run; here they only cost time
+    monkeypatch.setattr(gc, "collect", lambda *_: 0)
+    out = scale.run()
+    assert out["scale_corpus_sessions_1k"] == 2
+    assert out["scale_ingest_events_per_s_1k"] > 0
+    assert out["scale_ingest_peak_rss_mb_1k"] > 10  # a Python interpreter's, at least
+    assert out["scale_index_bytes_per_text_byte_1k"] > 0
+    for key in ("scale_search_p50_ms_rare_1k", "scale_search_p99_ms_common_1k",
+                "scale_search_cold_ms_1k", "speedup_vs_ripgrep_1k", "list_sessions_ms_2",
+                "list_sessions_title_ms_2", "ui_sessions_page_ms_2", "mcp_candidates_ms_2",
+                "reference_prepare_ms_giant_1k"):
+        assert out[key] > 0, key
+    for view in ("surface", "show", "events", "web", "trace", "trace_event"):
+        assert out[f"giant_session_first_page_ms_{view}_1k"] > 0, view
+
+    # the curves, from figures of two sizes
+    results = {f"{k.removesuffix('_1k')}_{size}": v for size in ("100k", "1m")
+               for k, v in out.items() if k.endswith("_1k")}
+    results |= {"list_sessions_ms_200": 1.0, "list_sessions_ms_2k": 2.0}
+    scale.plot(results, tmp_path)
+    for _, png in scale.FIGURES:
+        assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
