@@ -35,8 +35,6 @@ FUSE_DEPTH = 100
 #: Events scored per shard before the filters' join, at least; ×GROW while the page is short.
 DENSE_MIN = 128
 GROW = 8
-#: Rows converted to float32 at once (bounds the scan's temporary memory).
-SCAN_ROWS = 32_768
 
 
 def unavailable() -> Exception:
@@ -80,11 +78,10 @@ class _ShardVectors:
         score never depends on where it sits in the matrix (nor on the shard count)."""
         np = self.np
         events, rows, inverse = self.events, self.rows, self.inverse  # (refresh replaces them)
-        scores = np.empty(len(events), np.float64)
-        for at in range(0, len(events), SCAN_ROWS):
-            block = rows[at:at + SCAN_ROWS].astype(np.float32)
-            scores[at:at + SCAN_ROWS] = (block @ query) * inverse[at:at + SCAN_ROWS]
-        return events, scores
+        # einsum, not BLAS: one thread, no full float32 copy of the rows (a multi-threaded gemv
+        # waits on its threads whenever the machine is busy)
+        dots = np.einsum("ij,j->i", rows, query, dtype=np.float32, casting="unsafe")
+        return events, dots.astype(np.float64) * inverse
 
 
 def top_events(np: Any, events: Any, scores: Any, cut: int) -> tuple[Any, Any, bool]:
@@ -133,27 +130,38 @@ def _numpy() -> Any:
     return numpy
 
 
-def _dense_shard(conn: Conn, key: tuple[str, str], cache: VectorCache, query: Any,
-                 plan: Mapping[str, Any], need: int) -> list[Candidate]:
-    """The shard's best `need` events passing the filters, by dense score (each candidate
-    carries `dense`: its cosine times the query's int8 norm)."""
+def _dense_top(conns: Sequence[Conn], keys: Sequence[tuple[str, str]], cache: VectorCache,
+               query: Any, plan: Mapping[str, Any], need: int) -> list[Candidate]:
+    """The best `need` events of all shards passing the filters, by dense score (each
+    candidate carries `dense`: its cosine times the query's int8 norm).
+
+    Each shard's best `cut` events are merged and cut again at the `cut`-th best score of all
+    of them (ties kept): every event left out scores below that, so only those at or above it
+    are joined to their rows (a page's worth, not one per shard); `cut` grows while the filters
+    leave fewer than `need`."""
     np = _numpy()
-    every_event, every_score = cache.scores(key, conn, query)
     where, params = _where(plan)
+    every = [cache.scores(key, conn, query) for conn, key in zip(conns, keys, strict=True)]
     cut = max(DENSE_MIN, need)
     while True:
-        events, scores, complete = top_events(np, every_event, every_score, cut)
-        ids = [int(e) for e in events]
-        score = dict(zip(ids, scores.tolist(), strict=True))
-        rows = conn.execute(f"SELECT {_COLUMNS} FROM events e{_JOINS}"
-                            f" WHERE e.id IN (SELECT value FROM json_each(?)) AND {where}",
-                            [dumps(ids), *params])
-        found = []
-        for r in rows:
-            c = _candidate(r, 0)
-            c["dense"] = score[int(r[0])]
-            found.append(c)
-        if len(found) >= need or complete:
+        tops = [top_events(np, events, scores, cut) for events, scores in every]
+        merged = np.concatenate([t[1] for t in tops])
+        threshold = (np.partition(merged, len(merged) - cut)[len(merged) - cut]
+                     if len(merged) > cut else -np.inf)
+        found: list[Candidate] = []
+        for conn, (events, scores, _) in zip(conns, tops, strict=True):
+            keep = scores >= threshold
+            if not keep.any():
+                continue
+            score = dict(zip(events[keep].tolist(), scores[keep].tolist(), strict=True))
+            rows = conn.execute(f"SELECT {_COLUMNS} FROM events e{_JOINS}"
+                                f" WHERE e.id IN (SELECT value FROM json_each(?)) AND {where}",
+                                [dumps(list(score)), *params])
+            for r in rows:
+                c = _candidate(r, 0)
+                c["dense"] = score[int(r[0])]
+                found.append(c)
+        if len(found) >= need or (threshold == -np.inf and all(t[2] for t in tops)):
             found.sort(key=_dense_key)
             return found[:need]
         cut *= GROW
@@ -181,11 +189,7 @@ def dense_search(conns: Sequence[Conn], keys: Sequence[tuple[str, str]], cache: 
     query = np.frombuffer(quantize(np, unit), np.int8).astype(np.float32)
     # (not divided by its norm: that would leave integers; a constant factor ranks the same)
     depth = max(FUSE_DEPTH, 4 * fetch)
-    dense: list[Candidate] = []
-    for conn, key in zip(conns, keys, strict=True):
-        dense.extend(_dense_shard(conn, key, cache, query, plan, depth))
-    dense.sort(key=_dense_key)
-    dense = dense[:depth]
+    dense = _dense_top(conns, keys, cache, query, plan, depth)
     fused: dict[tuple[str, int], Candidate] = {}
     for rank_, c in enumerate(dense, 1):
         c["fused"] = 1.0 / (RRF_K + rank_) if mode == "hybrid" else c["dense"]
