@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from projections.codec import dumps
-from projections.events import Event, as_wire
+from projections.events import as_wire
+
+if TYPE_CHECKING:
+    from projections.eventmodels import Event
 
 #: Reserved highlight markers (PROTOCOL §3.3): never allowed in stored text.
 HIGHLIGHT_OPEN = "\ufdd0"

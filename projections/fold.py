@@ -12,11 +12,14 @@ import base64
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from projections.codec import dumps, dumps_sorted, loads
 from projections.errors import FoldError
-from projections.events import MAX_SAFE_INTEGER, SURFACE_TYPES, Event, as_wire
+from projections.events import MAX_SAFE_INTEGER, SURFACE_TYPES, as_wire
+
+if TYPE_CHECKING:
+    from projections.eventmodels import Event
 
 #: Nodes per page. Small enough that rewriting the tail page per append stays cheap and flat.
 PAGE_SIZE = 32

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from enum import StrEnum
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from projections.events import Event, as_wire
+from projections.events import as_wire
 from projections.fold import SurfaceFold, fold_surface
+
+if TYPE_CHECKING:
+    from projections.eventmodels import Event
 
 
 class Surface(StrEnum):

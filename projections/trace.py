@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from projections.errors import SessionQueryError
-from projections.events import Event, as_wire
+from projections.events import as_wire
 from projections.fold import fold_surface
+
+if TYPE_CHECKING:
+    from projections.eventmodels import Event
 
 
 @dataclass(frozen=True, slots=True)

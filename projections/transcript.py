@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from projections.events import SURFACE_TYPES, Event, as_wire
+from projections.events import SURFACE_TYPES, as_wire
 from projections.extraction import message_of
 from projections.fold import fold_surface
+
+if TYPE_CHECKING:
+    from projections.eventmodels import Event
 
 
 def derive_event_message(event: Event | Mapping[str, Any]) -> dict[str, Any] | None:

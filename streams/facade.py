@@ -15,14 +15,16 @@ from projections.errors import (
     RecallError,
     SessionQueryError,
 )
-from streams.core.settings import Settings, load_settings
 
 # The runtimes, the index and the service load when first used: a command imports only what
 # it runs (`recall search` never loads the ingest edge or the Kafka client).
+# Settings too (pydantic): `recall search`'s read path (streams/facade_read.py) takes the light
+# reader's values instead.
 if TYPE_CHECKING:
     from contextlib import AbstractContextManager
 
     from indexer import QueryService
+    from streams.core.settings import Settings
     from streams.ingest.edge import IngestReport
     from streams.ingest.hook import HookPayload
     from streams.ingest.watch import Watcher
@@ -290,6 +292,8 @@ class Recall:
     @classmethod
     def open(cls, data_dir: str | Path | None = None, *, settings: Settings | None = None,
              **overrides: Any) -> Recall:
+        from streams.core.settings import load_settings
+
         base = settings or load_settings()
         changes = dict(overrides)
         if data_dir is not None:
@@ -300,6 +304,7 @@ class Recall:
     @classmethod
     def connect(cls, broker_url: str, *, settings: Settings | None = None,
                 **overrides: Any) -> Recall:
+        from streams.core.settings import load_settings
         from streams.runtime.kafka.client import KafkaBackend
 
         resolved = (settings or load_settings()).model_copy(

@@ -6,21 +6,24 @@ import contextlib
 import hashlib
 from importlib.util import find_spec
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from indexer import IndexConfig
 from indexer.semantic import fingerprint as semantic_fingerprint
 from projections.codec import dumps_sorted, loads
-from streams.core.settings import Settings
+
+if TYPE_CHECKING:  # the read path's light settings have the same fields (no pydantic)
+    from streams.core.settings import Settings
 
 #: Beside the data dir's index: the redaction rules' fingerprint and what it was made from.
 FINGERPRINT_FILE = "redaction-fingerprint.json"
 
 
-def index_config(settings: Settings) -> IndexConfig:
+def index_config(settings: Settings, redaction: str | None = None) -> IndexConfig:
     """The shard set's configuration: its layout, limits and the redaction rules' fingerprint
-    (an index built under other rules is rebuilt)."""
+    (`redaction`, else computed; an index built under other rules is rebuilt)."""
     return IndexConfig(shards=settings.shards, default_limit=settings.default_limit,
-                       redaction=redaction_fingerprint(settings),
+                       redaction=redaction or redaction_fingerprint(settings),
                        max_limit=settings.max_limit, snippet_chars=settings.snippet_chars,
                        read_window_max=settings.read_window_max,
                        live_window_ms=settings.live_window_ms,
@@ -49,31 +52,48 @@ def _rules_source() -> str | None:
     return digest.hexdigest()
 
 
+def _fingerprint_key(settings: Settings) -> str | None:
+    """What the kept fingerprint is keyed by (None if the rules' sources cannot be read)."""
+    source = _rules_source()
+    if source is None:
+        return None
+    return hashlib.sha256(dumps_sorted([source, settings.redact_patterns,
+                                        settings.redact_allow])).hexdigest()
+
+
+def kept_redaction_fingerprint(settings: Settings) -> str | None:
+    """The fingerprint of the redaction rules `settings` ask for without building them: the one
+    kept in the data dir for exactly these rules, else None."""
+    if not settings.redact:
+        from projections.redaction import OFF
+
+        return OFF
+    key = _fingerprint_key(settings)
+    if key is None:
+        return None
+    try:
+        kept = loads((Path(settings.data_dir) / FINGERPRINT_FILE).read_bytes())
+    except (OSError, ValueError):
+        return None
+    if isinstance(kept, dict) and kept.get("key") == key \
+            and isinstance(kept.get("fingerprint"), str):
+        return str(kept["fingerprint"])
+    return None
+
+
 def redaction_fingerprint(settings: Settings) -> str:
     """The fingerprint of the redaction rules `settings` ask for. Building the rules loads the
     secret detectors (detect-secrets, which imports requests); opening the index needs only
     their fingerprint, so it is kept in the data dir, keyed by everything it is made from, and
     the rules are built only when that changed (or when a write redacts)."""
-    if not settings.redact:
-        from projections.redaction import OFF
-
-        return OFF
-    source = _rules_source()
-    path = Path(settings.data_dir) / FINGERPRINT_FILE
-    key = None
-    if source is not None:
-        key = hashlib.sha256(dumps_sorted([source, settings.redact_patterns,
-                                           settings.redact_allow])).hexdigest()
-        try:
-            kept = loads(path.read_bytes())
-            if isinstance(kept, dict) and kept.get("key") == key \
-                    and isinstance(kept.get("fingerprint"), str):
-                return str(kept["fingerprint"])
-        except (OSError, ValueError):
-            pass
+    kept = kept_redaction_fingerprint(settings)
+    if kept is not None:
+        return kept
     from streams.core.detectors import build_redactor
 
     fingerprint = build_redactor(settings).fingerprint
+    key = _fingerprint_key(settings)
+    path = Path(settings.data_dir) / FINGERPRINT_FILE
     if key is not None and path.parent.is_dir():
         from streams.core.atomic import replace_file
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Any, Literal
@@ -12,12 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from projections.codec import dumps
 from projections.errors import ConfigError
-
-
-def default_data_dir() -> Path:
-    """$XDG_DATA_HOME/session-recall, else ~/.local/share/session-recall."""
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "session-recall"
+from streams.core.envsettings import default_data_dir as default_data_dir  # one default
 
 
 class Settings(BaseSettings):

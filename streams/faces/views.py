@@ -11,13 +11,16 @@ from __future__ import annotations
 import datetime
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
-
-from rich.text import Text
+from typing import TYPE_CHECKING, Any
 
 from projections.codec import dumps
 from projections.extraction import extract_text, message_of
 from streams.faces.textsafe import visible
+
+# rich loads with the first line built: `recall search`'s fast path prints plain lines it builds
+# from the same parts (session_hit_parts) and never imports it.
+if TYPE_CHECKING:
+    from rich.text import Text
 
 DIM = "dim"
 #: Characters of a structural event's data shown on its line.
@@ -91,19 +94,26 @@ def where(hit: Mapping[str, Any]) -> str:
             f"{ms_to_iso(hit['time'])}")
 
 
-def session_hit_lines(n: int, item: Mapping[str, Any]) -> list[Text]:
-    """One cross-session hit: the session (id, title), its facts, the best match, the snippet."""
+def session_hit_parts(n: int, item: Mapping[str, Any]) -> list[list[tuple[str, str]]]:
+    """The lines of `session_hit_lines`, each as its (text, style) parts."""
     header, hit = item["header"], item["bestMatch"]
     facts = [visible(item.get("agent") or "-"), f"cwd {visible(header.get('cwd') or '-')}",
              f"{item.get('eventCount', 0)} events",
              f"last {ms_to_minute(item.get('lastEventTime'))}"]
     if item.get("live"):
         facts.append("live")
-    return [Text.assemble((f"{n}. ", "bold"), (visible(header["id"]), "bold"), " — ",
-                          title_of(item)),
-            Text("   " + " · ".join(facts)),
-            Text(f"   best match: {where(hit)}"),
-            Text(f"   {visible(hit['snippet'])}")]
+    return [[(f"{n}. ", "bold"), (visible(header["id"]), "bold"), (" — ", ""),
+             (title_of(item), "")],
+            [("   " + " · ".join(facts), "")],
+            [(f"   best match: {where(hit)}", "")],
+            [(f"   {visible(hit['snippet'])}", "")]]
+
+
+def session_hit_lines(n: int, item: Mapping[str, Any]) -> list[Text]:
+    """One cross-session hit: the session (id, title), its facts, the best match, the snippet."""
+    from rich.text import Text
+
+    return [Text.assemble(*parts) for parts in session_hit_parts(n, item)]
 
 
 @dataclass
@@ -148,6 +158,8 @@ def group_tool_calls(hits: Sequence[Mapping[str, Any]]) -> list[HitGroup]:
 
 
 def event_hit_lines(n: int, group: HitGroup) -> list[Text]:
+    from rich.text import Text
+
     hits = sorted(group.hits, key=lambda h: int(h["seq"]))
     first = hits[0]
     head = " + ".join(f"seq {h['seq']} {visible(h['type'])}" for h in hits)
@@ -264,6 +276,8 @@ def entry_lines(event: Mapping[str, Any], surface: str | None, text: str | None 
     """One event of a transcript: a head line (marker, seq, role, surface badge, time,
     replacement marker), then its semantic text indented; structural events show a preview of
     their data instead. Shadowed events are dimmed, the target of `show` is bold."""
+    from rich.text import Text
+
     laid_out = call_layout(event)
     body = laid_out if laid_out is not None else extract_text(event) if text is None else text
     style = "bold" if target else (DIM if surface == "shadowed" else "")
@@ -283,6 +297,8 @@ def entry_lines(event: Mapping[str, Any], surface: str | None, text: str | None 
 
 def read_lines(result: Mapping[str, Any]) -> list[Text]:
     """`read_event`'s answer as a transcript window: neighbours, the target, neighbours."""
+    from rich.text import Text
+
     header = result["session"]
     lines = [Text.assemble(("session ", "bold"), (visible(header["id"]), "bold"),
                            f"  cwd {visible(header.get('cwd') or '-')}")]
@@ -297,6 +313,8 @@ def read_lines(result: Mapping[str, Any]) -> list[Text]:
 
 def surface_lines(result: Mapping[str, Any]) -> list[Text]:
     """`read_surface`'s answer: what the session's model sees, in model order."""
+    from rich.text import Text
+
     header = result["session"]
     lines = [Text.assemble(("session ", "bold"), (visible(header["id"]), "bold"),
                            f"  current surface, captured through seq "
@@ -316,6 +334,8 @@ def _named(header: Mapping[str, Any], titles: Mapping[str, str]) -> str:
 
 def session_trace_lines(trace: Mapping[str, Any], titles: Mapping[str, str]) -> list[Text]:
     """A session's lineage: its ancestors nearest first, then its descendants as a tree."""
+    from rich.text import Text
+
     lines = [Text.assemble(("session ", "bold"), (_named(trace["session"], titles), "bold"))]
     ancestors = trace.get("ancestors") or []
     lines.append(Text("ancestors (nearest first):"))
@@ -351,6 +371,8 @@ TRACE_BODY_LINES = 3
 
 def event_trace_lines(trace: Mapping[str, Any], read: Mapping[str, Any] | None) -> list[Text]:
     """How one event relates to others: what replaced it, what it replaced, what it cites."""
+    from rich.text import Text
+
     header = trace["session"]
     lines = [Text.assemble(("session ", "bold"), (visible(header["id"]), "bold"))]
     if read is not None:

@@ -1,0 +1,103 @@
+"""The settings a read (`recall search`, `recall sessions`) needs, read from the environment
+without pydantic: the same values `Settings` (streams/core/settings.py) gives, or None when this
+reader cannot vouch for that (a setting it does not read, or a value not in the one plain
+spelling it accepts); the caller then loads `Settings`, which reads or rejects it.
+tests/streams/core/test_envsettings.py holds the two to the same defaults, bounds and values."""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+PREFIX = "RECALL_"
+
+
+def default_data_dir() -> Path:
+    """$XDG_DATA_HOME/session-recall, else ~/.local/share/session-recall."""
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "session-recall"
+
+
+class Int:
+    """An integer setting within [lo, hi] (None: unbounded)."""
+
+    def __init__(self, lo: int | None = None, hi: int | None = None) -> None:
+        self.lo, self.hi = lo, hi
+
+    def read(self, text: str) -> int | None:
+        if not re.fullmatch(r"0|[1-9][0-9]{0,17}", text):
+            return None
+        value = int(text)
+        if (self.lo is not None and value < self.lo) or (self.hi is not None and value > self.hi):
+            return None
+        return value
+
+
+class Bool:
+    """A boolean setting, spelled 0, 1, false or true."""
+
+    def read(self, text: str) -> bool | None:
+        return {"0": False, "false": False, "1": True, "true": True}.get(text)
+
+
+#: The read path's settings: each one's reading rule (its default is `LightSettings`'s).
+FIELDS: dict[str, Int | Bool] = {
+    "shards": Int(1, 256), "default_limit": Int(1), "max_limit": Int(1),
+    "snippet_chars": Int(1), "read_window_max": Int(0), "live_window_ms": Int(0),
+    "snapshot_retention_s": Int(1), "substring": Bool(), "semantic": Bool(),
+    "semantic_tool_output": Bool(), "redact": Bool(),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class LightSettings:
+    """The fields of `Settings` a read uses, with its defaults."""
+
+    data_dir: Path = field(default_factory=default_data_dir)
+    shards: int = 8
+    default_limit: int = 20
+    max_limit: int = 100
+    snippet_chars: int = 240
+    read_window_max: int = 50
+    live_window_ms: int = 10 * 60 * 1000
+    snapshot_retention_s: int = 300
+    substring: bool = False
+    semantic: bool = False
+    semantic_tool_output: bool = False
+    redact: bool = True
+    redact_patterns: dict[str, str] = field(default_factory=dict)
+    redact_allow: list[str] = field(default_factory=list)
+
+
+def light_settings(environ: Mapping[str, str] | None = None,
+                   data_dir: str | None = None) -> LightSettings | None:
+    """The read path's settings from `environ` (default: os.environ) and a --data-dir value,
+    or None when only `Settings` can say what they are."""
+    env = os.environ if environ is None else environ
+    values: dict[str, Any] = {}
+    for key, text in env.items():
+        upper = key.upper()
+        if not upper.startswith(PREFIX):
+            continue
+        name = upper[len(PREFIX):].lower()
+        if name == "data_dir":
+            if key != "RECALL_DATA_DIR":
+                return None
+            continue  # the CLI's --data-dir option reads it (below)
+        rule = FIELDS.get(name)
+        if rule is None or name in values:
+            return None
+        value = rule.read(text)
+        if value is None:
+            return None
+        values[name] = value
+    where = data_dir if data_dir is not None else env.get("RECALL_DATA_DIR")
+    if where is not None:
+        if not where or "\x00" in where:
+            return None
+        values["data_dir"] = Path(where)
+    return LightSettings(**values)

@@ -1,0 +1,103 @@
+"""The read path of `recall search` and `recall sessions` as a short-lived process runs them:
+the live index generation opened for reading and the operations `Recall` runs over it, with
+the light settings of streams/core/envsettings.py (no pydantic, no runtime).
+
+It answers only when opening the index is a plain read: the data dir and its live generation
+exist and are private, no write is pending, and the redaction rules' fingerprint is kept for
+exactly these settings. Otherwise `open_reader` returns None and the caller takes the full path
+(`Recall.open`), which creates, recovers, migrates or reports what it finds.
+"""
+
+from __future__ import annotations
+
+import stat
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from streams.core.envsettings import LightSettings
+
+if TYPE_CHECKING:
+    from indexer import QueryService, ShardSet
+
+
+class Reader:
+    """`Recall`'s read operations over one open generation (closed with `close`)."""
+
+    def __init__(self, shards: ShardSet, query: QueryService) -> None:
+        self._shards = shards
+        self._query = query
+
+    def query(self) -> QueryService:
+        return self._query
+
+    def call(self, op: str, args: Mapping[str, Any]) -> Any:
+        from streams.service.operations import dispatch
+
+        return dispatch(self, op, args)  # type: ignore[arg-type]  # the read operations only
+
+    def search_sessions(self, request: Mapping[str, Any]) -> dict[str, Any]:
+        """As `Recall.search_sessions(request=request)`."""
+        from streams.facade import build_request
+
+        return dict(self.call("search_sessions", {"request": build_request(None, request)}))
+
+    def list_sessions(self, *, cwd: str | None = None, agent: str | None = None,
+                      title: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
+        """As `Recall.list_sessions(cwd=, agent=, title=, limit=)`."""
+        clauses: list[dict[str, Any]] = []
+        if cwd is not None:
+            clauses.append({"kind": "cwd-tree", "values": [cwd]})
+        if agent is not None:
+            clauses.append({"kind": "agent", "values": [agent]})
+        args: dict[str, Any] = {}
+        if clauses:
+            args["filters"] = clauses
+        if title is not None:
+            args["title"] = title
+        if limit is not None:
+            args["limit"] = limit
+        return list(self.call("list_sessions", args))
+
+    def close(self) -> None:
+        self._query.close()
+        self._shards.close()
+
+
+def _private_dir(path: Path) -> bool:
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return stat.S_ISDIR(mode) and not mode & 0o077
+
+
+def open_reader(settings: LightSettings) -> Reader | None:
+    """A reader of the live generation, or None when opening it is more than a plain read."""
+    data = Path(settings.data_dir)
+    root = data / "index"
+    if not _private_dir(data) or not _private_dir(root) or (data / "index-pending").exists():
+        return None
+    from indexer import QueryService, ShardSet
+    from indexer.routing import shard_file_name
+    from streams.core.indexconfig import index_config, kept_redaction_fingerprint
+    from streams.facade import _index_build_progress
+    from streams.runtime.embedded.generations import Generations
+
+    generations = Generations(root)
+    name = generations.live_name()
+    if name is None:
+        return None
+    live = root / name
+    if not _private_dir(live) or any(not (live / shard_file_name(i)).exists()
+                                     for i in range(settings.shards)):
+        return None
+    fingerprint = kept_redaction_fingerprint(settings)  # type: ignore[arg-type]
+    if fingerprint is None:
+        return None
+    try:
+        shards = ShardSet(live, index_config(settings, fingerprint),  # type: ignore[arg-type]
+                          key_dir=root)
+    except Exception:  # damaged, outdated, another config: the full path says what and acts
+        return None
+    return Reader(shards, QueryService(shards, progress=_index_build_progress))
