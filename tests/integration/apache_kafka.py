@@ -13,14 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import ctypes
 import os
 import re
 import shutil
 import signal
 import socket
 import subprocess
+import sys
+import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -118,6 +121,30 @@ def _cluster_id() -> str:
     return base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
 
 
+#: prctl(2) option: the signal the kernel sends this process when its parent dies.
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> Callable[[], None] | None:
+    """A preexec_fn making the node's JVM get SIGKILL when the test process dies: the node runs
+    in a session of its own (so a Ctrl-C aimed at pytest does not reach it), so a killed pytest
+    would otherwise leave it running, holding its ports and a core. Linux only (elsewhere None).
+    The kernel ties this to the forking *thread*: only the main thread, which lives as long as
+    the test process, gets it (a node spawned from another thread would die with that thread)."""
+    if (not sys.platform.startswith("linux")
+            or threading.current_thread() is not threading.main_thread()):
+        return None
+    prctl = ctypes.CDLL(None, use_errno=True).prctl  # looked up here: the child only calls it
+    parent = os.getpid()
+
+    def preexec() -> None:
+        prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        if os.getppid() != parent:  # the parent died before prctl took effect
+            os._exit(1)
+
+    return preexec
+
+
 @dataclass(slots=True)
 class KafkaNode:
     node_id: int
@@ -142,7 +169,8 @@ class KafkaNode:
         assert not self.running(), f"node {self.node_id} is running"
         with self.log_path.open("ab") as log:
             self.process = subprocess.Popen(self.command, stdout=log, stderr=subprocess.STDOUT,
-                                            stdin=subprocess.DEVNULL, start_new_session=True)
+                                            stdin=subprocess.DEVNULL, start_new_session=True,
+                                            preexec_fn=_die_with_parent())
 
     def kill(self) -> None:
         """SIGKILL, as a crash: no controlled shutdown."""
