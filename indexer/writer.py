@@ -7,6 +7,7 @@ older position is harmless; a different record under an existing key is a Source
 from __future__ import annotations
 
 import bisect
+import functools
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -54,13 +55,18 @@ from projections.titles import (
     uuid_key,
 )
 
+
 #: Han, kana, Hangul, CJK punctuation/compat and fullwidth forms: text unicode61 cannot split.
-_CJK = re.compile("[\u2e80-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\uff00-\uffef"
-                  "\U00020000-\U0003ffff]")
+#: Compiled when first needed: the class's large ranges make it slow to compile, and a read of
+#: ASCII text (most queries) never needs it.
+@functools.cache
+def _cjk() -> re.Pattern[str]:
+    return re.compile("[\u2e80-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\uff00-\uffef"
+                      "\U00020000-\U0003ffff]")
 
 
 def has_cjk(text: str) -> bool:
-    return not text.isascii() and _CJK.search(text) is not None
+    return not text.isascii() and _cjk().search(text) is not None
 
 
 def text_of(raw: bytes) -> str:

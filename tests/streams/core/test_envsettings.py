@@ -1,0 +1,93 @@
+"""The read path's light settings reader gives exactly what `Settings` gives for the same
+environment (defaults, every value it accepts, the bounds), and gives up (None) whenever
+`Settings` would read something it does not, or reject the value."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from pathlib import Path
+
+import pytest
+
+from projections.errors import ConfigError
+from streams.core.envsettings import FIELDS, LightSettings, light_settings
+from streams.core.settings import Settings, load_settings
+
+#: Spellings tried for every field: plain ones, bounds, and ones only pydantic reads.
+TEXTS = ["0", "1", "2", "8", "50", "100", "256", "257", "300", "1024", "99999999999",
+         "true", "false", "True", "yes", "no", "on", "off", "t", "f", " 1", "1 ", "01", "+1",
+         "-1", "1_0", "1.0", "1e3", "", "x"]
+
+
+@pytest.fixture
+def clean_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for key in list(os.environ):
+        if key.upper().startswith("RECALL_"):
+            monkeypatch.delenv(key)
+
+
+def _settings() -> Settings | None:
+    try:
+        return load_settings()
+    except ConfigError:
+        return None
+
+
+def test_the_defaults_are_the_settings_defaults(clean_env: None) -> None:
+    light = light_settings({})
+    assert light is not None
+    full = Settings()
+    for item in dataclasses.fields(LightSettings):
+        assert getattr(light, item.name) == getattr(full, item.name), item.name
+
+
+def test_every_light_field_is_a_setting() -> None:
+    names = {item.name for item in dataclasses.fields(LightSettings)}
+    assert names <= set(Settings.model_fields)
+    assert set(FIELDS) <= names
+
+
+@pytest.mark.parametrize("name", sorted(FIELDS))
+@pytest.mark.parametrize("text", TEXTS)
+def test_a_value_is_read_as_settings_reads_it_or_handed_over(
+        clean_env: None, monkeypatch: pytest.MonkeyPatch, name: str, text: str) -> None:
+    variable = f"RECALL_{name.upper()}"
+    monkeypatch.setenv(variable, text)
+    light = light_settings()
+    full = _settings()
+    if full is None:
+        assert light is None, f"{variable}={text!r} is an error only Settings reports"
+    elif light is not None:
+        assert getattr(light, name) == getattr(full, name)
+    if text in {"0", "1", "2", "8", "true", "false"} and full is not None:
+        # the plain spellings are read, not handed over
+        assert light is not None, f"{variable}={text!r}"
+
+
+def test_settings_it_does_not_read_hand_over(clean_env: None) -> None:
+    assert light_settings({"RECALL_BROKER": "kafka://h:9092"}) is None
+    assert light_settings({"RECALL_REDACT_PATTERNS": "{}"}) is None
+    assert light_settings({"RECALL_NO_SUCH_SETTING": "1"}) is None
+    assert light_settings({"RECALL_SHARDS": "4", "recall_shards": "5"}) is None
+
+
+def test_a_name_in_any_case_is_read_as_settings_reads_it(
+        clean_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("recall_Shards", "4")
+    light = light_settings()
+    assert light is not None and light.shards == Settings().shards == 4
+
+
+def test_the_data_dir_is_the_option_else_the_variable_else_the_default(
+        clean_env: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path / "xdg"))
+    light = light_settings()
+    assert light is not None and light.data_dir == Settings().data_dir
+    monkeypatch.setenv("RECALL_DATA_DIR", str(tmp_path / "env"))
+    light = light_settings()
+    assert light is not None and light.data_dir == Settings().data_dir == tmp_path / "env"
+    light = light_settings(data_dir=str(tmp_path / "opt"))
+    assert light is not None and light.data_dir == tmp_path / "opt"
+    assert light_settings(data_dir="") is None
+    assert light_settings(data_dir="a\x00b") is None
