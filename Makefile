@@ -56,7 +56,10 @@ test: lint $(NEED_KAFKA)
 unit: $(STAMP)
 	$(BIN)/pytest -m "not kafka and not chaos"
 
-bench: $(STAMP)
+# The pipeline section runs on Apache Kafka unless RECALL_BENCH_BROKERS names only emulators.
+RECALL_BENCH_BROKERS ?= apache
+export RECALL_BENCH_BROKERS
+bench: $(STAMP) $(if $(filter apache,$(subst $(comma), ,$(RECALL_BENCH_BROKERS))),kafka)
 	$(BIN)/python -m bench
 
 # Opt-in (most of an hour at 10M events): RECALL_BENCH_SCALE_SIZES=100k,1m picks fewer sizes.

@@ -30,6 +30,13 @@ SUITES = [
     ("bench.semantic", "Recall by meaning (issue 42)"),
     ("bench.scale", "From 100k to 10M events (issue 40)"),
 ]
+#: A line under a suite's title in RESULTS.md (which broker a section's figures come from).
+NOTES = {
+    "bench.pipeline": "Unsuffixed metrics: Apache Kafka (the version of docker/kafka/pom.xml), one "
+                      "KRaft node; `_noida`: noida-db; `_tansu`: tansu (RECALL_BENCH_BROKERS). "
+                      "`pipeline_load_average_*`: the machine's 1-minute load average at the "
+                      "start and end of the run.",
+}
 #: Suites run only when named (`python -m bench scale`): they take most of an hour.
 OPT_IN = {"scale"}
 
@@ -94,11 +101,14 @@ def main(argv: list[str]) -> int:
              "", "Regenerate with `make bench` (deterministic corpora; timings vary ±30 % on this",
              "shared 2-core machine, so read the ratios against the baselines of the same run).", ""]
     for title, metrics in sections:
-        lines += [f"## {title}", "", "| metric | value |", "|---|---|"]
+        module_name = next(m for m, t in SUITES if t == title)
+        lines += [f"## {title}", ""]
+        if module_name in NOTES:
+            lines += [NOTES[module_name], ""]
+        lines += ["| metric | value |", "|---|---|"]
         lines += [f"| `{k}` | {v} |" for k, v in metrics.items()]
         lines.append("")
         # a suite's plots (bench/<png>, drawn by the suite) follow its table
-        module_name = next(m for m, t in SUITES if t == title)
         for alt, png in _figures(module_name):
             if (HERE / png).exists():
                 lines += [f"![{alt}]({png})", ""]

@@ -1,11 +1,14 @@
 """Kafka pipeline benchmark (issue 17: the pipeline at the speed of the embedded runtime).
-`python -m bench pipeline`; RECALL_BENCH_BROKERS=noida,tansu (default both) picks the brokers.
+`python -m bench pipeline`; RECALL_BENCH_BROKERS picks the brokers: `apache` (the default:
+Apache Kafka, one KRaft node from the cache `make kafka` fills), `noida` (noida-db, pip-only),
+`tansu`, or a comma-separated list of them.
 
-One run per broker, each on a fresh broker process (tests/integration/brokers.py: noida-db or
-tansu on 127.0.0.1, a free port), consumer-group session timeout 6 s / heartbeat 1 s on noida-db
+One run per broker, each on a fresh broker process (tests/integration/brokers.py, 127.0.0.1, a
+free port), consumer-group session timeout 6 s / heartbeat 1 s on Apache Kafka and noida-db
 and 2 s / 0.3 s on tansu, RECALL_SHARDS=8. Workers are real `python -m streams.runtime.kafka.worker`
 subprocesses (a supervisor and one process per role), each with its own data dir; everything is
-stopped in `finally`. Metric names are the noida-db run's; the tansu run's carry `_tansu`.
+stopped in `finally`. Metric names are the Apache Kafka run's; another broker's carry its name
+(`_noida`, `_tansu`).
 Sizes scale with RECALL_BENCH_SCALE (1 → the sizes below).
 
 Corpus (the same for every measurement of a run): bench/corpus.py `session_events` (TextGen
@@ -886,7 +889,7 @@ def _write_files(corpus: dict[str, list[bytes]], directory: Path) -> list[Path]:
 
 
 def brokers() -> list[str]:
-    chosen = os.environ.get("RECALL_BENCH_BROKERS", "noida,tansu")
+    chosen = os.environ.get("RECALL_BENCH_BROKERS", "apache")
     return [b.strip() for b in chosen.split(",") if b.strip()]
 
 
@@ -896,11 +899,13 @@ def run_broker(name: str, sessions: int) -> dict[str, Any]:
     files = _write_files(corpus, work / "logs")
     broker = start_broker(name, work)
     suite = Suite(broker, work, corpus, files)
-    results: dict[str, Any] = {}
+    # the figures depend on what else the machine runs: its load is recorded beside them
+    results: dict[str, Any] = {"pipeline_load_average_start": round(os.getloadavg()[0], 2)}
     try:
         results.update(suite.embedded())
         results.update(suite.pipeline())
         results.update(suite.single_records())
+        results["pipeline_load_average_end"] = round(os.getloadavg()[0], 2)
     finally:
         suite.stop_workers()
         stop_broker(broker)
@@ -927,7 +932,7 @@ def run() -> dict[str, Any]:
     sessions = max(8, round(SESSIONS * scale()))
     results: dict[str, Any] = {}
     for name in brokers():
-        suffix = "" if name == "noida" else f"_{name}"
+        suffix = "" if name == "apache" else f"_{name}"
         measured = run_broker(name, sessions)
         results.update({f"{key}{suffix}": value for key, value in measured.items()})
     return results
