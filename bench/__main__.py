@@ -67,8 +67,6 @@ def main(argv: list[str]) -> int:
     only = set(argv)
     results: dict[str, Any] = {}
     path = HERE / "results.json"
-    if path.exists() and only:
-        results = orjson.loads(path.read_bytes())
     sections: list[tuple[str, dict[str, Any]]] = []
     for module_name, title in SUITES:
         short = module_name.split(".")[-1]
@@ -84,6 +82,10 @@ def main(argv: list[str]) -> int:
             print(f"  {key}: {value}", flush=True)
         results.update(metrics)
         sections.append((title, metrics))
+    if path.exists() and only:
+        # read now, not when the run began: a partial run takes minutes and others' runs may
+        # have written their metrics meanwhile; this run's replace only its own
+        results = {**orjson.loads(path.read_bytes()), **results}
     results["machine"] = machine()
     results["date"] = datetime.date.today().isoformat()
     path.write_bytes(orjson.dumps(results, option=orjson.OPT_INDENT_2 | orjson.OPT_SORT_KEYS))

@@ -41,7 +41,7 @@ def test_a_tiny_scale_run_reports_every_figure_and_draws_the_curves(
     assert out["scale_ingest_peak_rss_mb_1k"] > 10  # a Python interpreter's, at least
     assert out["scale_index_bytes_per_text_byte_1k"] > 0
     for key in ("scale_search_p50_ms_rare_1k", "scale_search_p99_ms_common_1k",
-                "scale_search_cold_ms_1k", "speedup_vs_ripgrep_1k", "list_sessions_ms_2",
+                "scale_search_cold_ms_1k", "scale_speedup_vs_ripgrep_1k", "list_sessions_ms_2",
                 "list_sessions_title_ms_2", "ui_sessions_page_ms_2", "mcp_candidates_ms_2",
                 "reference_prepare_ms_giant_1k"):
         assert out[key] > 0, key
