@@ -8,9 +8,8 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
-from concurrent.futures import ThreadPoolExecutor, wait
 from contextlib import ExitStack, contextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from indexer import dense
 from indexer import search as searching
@@ -46,6 +45,9 @@ from indexer.semantic import OFF, require_extra
 from indexer.shard import Shard
 from indexer.shardset import Progress, ShardSet
 from indexer.snapshots import Snapshot, SnapshotRegistry
+
+if TYPE_CHECKING:
+    from concurrent.futures import ThreadPoolExecutor
 
 #: "lexical" is "token" (the exact ranking); "semantic" and "hybrid" read vectors (dense.py).
 _MODES = ("token", "substring", "lexical", *DENSE_MODES)
@@ -317,6 +319,9 @@ class QueryService(SessionReads):
             return [first, *(fn(*call) for call in rest)]
         with self._pool_lock:
             if self._pool is None:
+                # concurrent.futures (and logging) load for a slow query only
+                from concurrent.futures import ThreadPoolExecutor
+
                 self._pool = ThreadPoolExecutor(max_workers=SEARCH_LANES - 1,
                                                 thread_name_prefix="recall-search")
             pool = self._pool
@@ -329,6 +334,8 @@ class QueryService(SessionReads):
                 except BaseException as exc:  # re-raised below, in shard order
                     outcomes[i] = exc
                     return
+
+        from concurrent.futures import wait
 
         futures = [pool.submit(lane, k) for k in range(1, lanes)]
         try:

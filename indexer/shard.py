@@ -8,7 +8,6 @@ while a statement runs, and separate readers see only committed transactions (WA
 from __future__ import annotations
 
 import os
-import secrets
 import stat
 import threading
 from collections.abc import Iterator
@@ -130,6 +129,8 @@ class Shard:
         # mode can only be chosen before the first table.
         c.execute("PRAGMA auto_vacuum = INCREMENTAL")
         c.execute("BEGIN IMMEDIATE")
+        import secrets  # (and random): only a new shard draws its epoch
+
         try:
             for statement in DDL:
                 c.execute(statement)

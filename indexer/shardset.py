@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import os
-import secrets
 import stat
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -52,6 +51,8 @@ def _load_key(root: Path) -> bytes:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     except FileExistsError:
         return path.read_bytes()
+    import secrets  # (and random): only a new index draws its key
+
     with os.fdopen(fd, "wb") as handle:
         handle.write(secrets.token_bytes(32))
     return path.read_bytes()

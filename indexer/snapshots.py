@@ -9,7 +9,6 @@ in number (the oldest is released first).
 
 from __future__ import annotations
 
-import secrets
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -52,6 +51,8 @@ class SnapshotRegistry:
             # The first read starts the transaction's snapshot; BEGIN alone does not.
             conn.execute("SELECT value FROM meta WHERE key = 'generation'").fetchone()
             conns[shard.index] = conn
+        import secrets  # (and random): snapshot paging only
+
         snap = Snapshot(secrets.token_urlsafe(12), conns, self.clock())
         self._live[snap.id] = snap
         return snap

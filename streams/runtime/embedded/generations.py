@@ -10,13 +10,11 @@ retention window, so snapshot readers of the old one can finish.
 from __future__ import annotations
 
 import re
-import shutil
 import time
 from pathlib import Path
 
 from projections.codec import JSONDecodeError, dumps, loads
 from projections.errors import IndexDamaged
-from streams.core.atomic import replace_file
 from streams.core.store import ensure_private_dir
 
 CURRENT = "CURRENT"
@@ -28,6 +26,8 @@ _NAME = re.compile(r"gen-\d{6,}\Z")
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
+    from streams.core.atomic import replace_file  # (tempfile): writers only
+
     replace_file(path, data)
 
 
@@ -90,6 +90,8 @@ class Generations:
 
     def discard(self, path: Path) -> None:
         """Drop an unusable build (e.g. a shard file a crash left half-written)."""
+        import shutil
+
         shutil.rmtree(path, ignore_errors=True)
         (self.root / BUILDING).unlink(missing_ok=True)
 
@@ -113,6 +115,8 @@ class Generations:
         now = time.time() if now is None else now
         retired = self._retired()
         removed = [name for name, at in retired.items() if now - at >= retention_s]
+        import shutil
+
         for name in removed:
             shutil.rmtree(self.root / name, ignore_errors=True)
             del retired[name]
