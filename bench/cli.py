@@ -14,8 +14,9 @@ data dir (bench/index.py: the 1M-event corpus at RECALL_BENCH_SCALE=1, built as
   (which files, i.e. sessions, mention it; ripgrep 14.1) over the same queries, measured the
   same way.
 - `cli_speedup_vs_ripgrep_<size>` = that rg median ÷ the `recall search` median. Goal >= 1.0.
-- `cli_import_ms`: the sum of every module's own import time (`python -X importtime`) in one
-  `recall search` process: what the command loads before and while it answers.
+- `cli_import_ms`: the sum of every module's own import time (`python -X importtime`) in a
+  `recall search` process (`python -m streams`, the same entry point as `recall`): what the
+  command loads before and while it answers; the median of 5 processes.
 
 The processes run as an installed CLI runs: with bytecode caches (PYTHONDONTWRITEBYTECODE is
 removed from their environment; the warm-up run writes the caches a wheel install writes).
@@ -88,14 +89,17 @@ def wall_ms(argv: Sequence[str], runs: int = RUNS) -> float:
 _SELF_US = re.compile(r"^import time:\s+(\d+) \|", re.MULTILINE)
 
 
-def import_ms(argv: Sequence[str]) -> float:
-    """The sum of each module's own import time (`-X importtime`) in one run of `argv`
-    (a Python module run with -m), in ms."""
+def import_ms(argv: Sequence[str], runs: int = 5) -> float:
+    """The sum of each module's own import time (`-X importtime`) in a run of `argv` (a Python
+    module run with -m), in ms: the median of `runs` runs (one run on a busy machine is noise)."""
     subprocess.run([sys.executable, *argv], capture_output=True, check=False,
                    env=environment())  # the bytecode caches, as the timed runs have them
-    out = subprocess.run([sys.executable, "-X", "importtime", *argv], capture_output=True,
-                         text=True, check=False, env=environment())
-    return sum(int(us) for us in _SELF_US.findall(out.stderr)) / 1000
+    totals = []
+    for _ in range(runs):
+        out = subprocess.run([sys.executable, "-X", "importtime", *argv], capture_output=True,
+                             text=True, check=False, env=environment())
+        totals.append(sum(int(us) for us in _SELF_US.findall(out.stderr)) / 1000)
+    return median(totals)
 
 
 def data_dir(corpus: Any, size: str) -> Path:

@@ -44,6 +44,21 @@ class Bool:
         return {"0": False, "false": False, "1": True, "true": True}.get(text)
 
 
+#: Every field of `Settings`: another RECALL_* variable (e.g. RECALL_MCP_SESSION, read by
+#: `recall mcp`) is no setting, and Settings ignores it.
+SETTING_NAMES = frozenset({
+    "broker", "broker_flavor", "candidate_limit", "data_dir", "default_limit", "heartbeat_s",
+    "job_lease_s", "job_stall_s", "kafka_idempotent", "kafka_min_insync_replicas",
+    "kafka_replication_factor", "kafka_request_key_file", "kafka_request_key_id",
+    "kafka_request_keys", "kafka_sasl_mechanism", "kafka_sasl_password", "kafka_sasl_username",
+    "kafka_security_protocol", "kafka_ssl_cafile", "kafka_ssl_certfile",
+    "kafka_ssl_check_hostname", "kafka_ssl_key_password", "kafka_ssl_keyfile",
+    "live_window_ms", "lock_timeout_s", "max_event_bytes", "max_file_bytes", "max_limit",
+    "max_reference_bytes", "max_references", "read_window_max", "redact", "redact_allow",
+    "redact_patterns", "request_timeout_s", "semantic", "semantic_tool_output",
+    "session_timeout_s", "shards", "snapshot_retention_s", "snippet_chars", "substring",
+    "topic_prefix", "watch_paths", "worker_id",
+})
 #: The read path's settings: each one's reading rule (its default is `LightSettings`'s).
 FIELDS: dict[str, Int | Bool] = {
     "shards": Int(1, 256), "default_limit": Int(1), "max_limit": Int(1),
@@ -84,6 +99,8 @@ def light_settings(environ: Mapping[str, str] | None = None,
         if not upper.startswith(PREFIX):
             continue
         name = upper[len(PREFIX):].lower()
+        if name not in SETTING_NAMES:
+            continue
         if name == "data_dir":
             if key != "RECALL_DATA_DIR":
                 return None

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from projections.errors import ConfigError
-from streams.core.envsettings import FIELDS, LightSettings, light_settings
+from streams.core.envsettings import FIELDS, SETTING_NAMES, LightSettings, light_settings
 from streams.core.settings import Settings, load_settings
 
 #: Spellings tried for every field: plain ones, bounds, and ones only pydantic reads.
@@ -42,6 +42,10 @@ def test_the_defaults_are_the_settings_defaults(clean_env: None) -> None:
         assert getattr(light, item.name) == getattr(full, item.name), item.name
 
 
+def test_it_knows_every_setting_by_name() -> None:
+    assert set(Settings.model_fields) == SETTING_NAMES
+
+
 def test_every_light_field_is_a_setting() -> None:
     names = {item.name for item in dataclasses.fields(LightSettings)}
     assert names <= set(Settings.model_fields)
@@ -68,7 +72,16 @@ def test_a_value_is_read_as_settings_reads_it_or_handed_over(
 def test_settings_it_does_not_read_hand_over(clean_env: None) -> None:
     assert light_settings({"RECALL_BROKER": "kafka://h:9092"}) is None
     assert light_settings({"RECALL_REDACT_PATTERNS": "{}"}) is None
-    assert light_settings({"RECALL_NO_SUCH_SETTING": "1"}) is None
+    assert light_settings({"RECALL_KAFKA_IDEMPOTENT": "1"}) is None
+
+
+def test_variables_that_are_no_setting_are_ignored_as_settings_ignores_them(
+        clean_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RECALL_MCP_SESSION", "x")
+    monkeypatch.setenv("RECALL_NO_SUCH_SETTING", "not a number")
+    light = light_settings()
+    assert light is not None and light == light_settings({})
+    Settings()  # reads neither
     assert light_settings({"RECALL_SHARDS": "4", "recall_shards": "5"}) is None
 
 

@@ -130,6 +130,7 @@ SETTINGS = [
     {"recall_default_limit": "2"},
     {"RECALL_BROKER": "kafka://127.0.0.1:1"},
     {"FORCE_COLOR": "1"},
+    {"RECALL_MCP_SESSION": "x"},
 ]
 
 
