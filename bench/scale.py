@@ -298,7 +298,8 @@ def plot(results: dict[str, Any], out_dir: Path = HERE) -> None:
         return [p[0] for p in pts], [p[1] for p in pts]
 
     counts = {"100k": "200", "1m": "2k", "10m": "20k"}
-    fig, ax = plt.subplots(figsize=(8, 5))
+    fig, ax = plt.subplots(figsize=(10, 5))
+    ax.set_prop_cycle(color=plt.get_cmap("tab20").colors)
     lines = [("search p50", "scale_search_p50_ms_{n}"), ("search p99", "scale_search_p99_ms_{n}"),
              ("search cold", "scale_search_cold_ms_{n}"),
              *((f"search p50 {c}", f"scale_search_p50_ms_{c}_{{n}}") for c in CLASSES),
@@ -323,7 +324,7 @@ def plot(results: dict[str, Any], out_dir: Path = HERE) -> None:
     ax.set_xlabel("corpus size (events)")
     ax.set_ylabel("ms (log)")
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1))
     fig.tight_layout()
     fig.savefig(out_dir / "scale_latency.png", dpi=90)
     plt.close(fig)
