@@ -242,8 +242,16 @@ def _rich_lines(lines: list[list[tuple[str, str]]]) -> int:
 
 
 def main() -> None:
+    import gc
+
     argv = sys.argv[1:]
-    status = run(argv)
+    # A read allocates little and then exits: the cyclic collector's passes over the modules
+    # it imports would only cost time. The full CLI (a watcher, a worker) runs with it.
+    gc.disable()
+    try:
+        status = run(argv)
+    finally:
+        gc.enable()
     if status is None:
         _full()
         return
