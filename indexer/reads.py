@@ -26,6 +26,7 @@ from indexer.filters import (
     text_clauses,
     validate_filters,
 )
+from indexer.foldcache import FoldCache, FoldedLog
 from indexer.lineage import trace_lineage
 from indexer.listing import (
     SummaryTitles,
@@ -41,7 +42,7 @@ from indexer.shard import Shard
 from indexer.shardset import ShardSet
 from indexer.writer import text_of
 from projections.codec import loads
-from projections.fold import fold_surface
+from projections.errors import FoldError
 from projections.trace import trace_event as trace_log_event
 
 __all__ = ["SessionReads", "sort_listing"]
@@ -56,6 +57,7 @@ class SessionReads:
         self.config = config
         self.clock = clock
         self.summary_titles = SummaryTitles()
+        self.folded = FoldCache()
 
     def _now_ms(self, now_ms: int | None) -> int:
         return int(self.clock() * 1000) if now_ms is None else now_ms
@@ -112,13 +114,22 @@ class SessionReads:
     def _events(self, shard: Shard, conn: Conn, number: int) -> list[Any]:
         return [loads(raw) for _, raw in iter_session_raws(conn, shard.epoch, number)]
 
-    def read_session(self, session_id: str) -> dict[str, Any]:
-        """`{header, events}`; the log is validated by folding it (INVALID_SURFACE if broken)."""
+    def _folded(self, session_id: str) -> tuple[dict[str, Any], FoldedLog]:
+        """The header and the folded log (FoldError if it does not fold), a large one kept per
+        revision (indexer/foldcache.py)."""
         with self._reading(session_id) as (shard, conn):
             number, header = self._session_on(conn, session_id)
-            events = self._events(shard, conn, number)
-        fold_surface(events)
-        return {"header": header, "events": events}
+            revision, count = conn.execute(
+                "SELECT revision, event_count FROM sessions WHERE no = ?", (number,)).fetchone()
+            key = (str(shard.path), shard.epoch, number, int(revision))
+            folded = self.folded.get(key, int(count), lambda: self._events(shard, conn, number))
+        return header, folded
+
+    def read_session(self, session_id: str) -> dict[str, Any]:
+        """`{header, events}`; the log is validated by folding it (INVALID_SURFACE if broken).
+        The events may be shared with other readers of the same revision: do not mutate them."""
+        header, folded = self._folded(session_id)
+        return {"header": header, "events": list(folded.events)}
 
     def read_surface(self, session_id: str) -> dict[str, Any]:
         """`{session, capturedThroughSeq, events}`: current-surface events in model order."""
@@ -167,10 +178,18 @@ class SessionReads:
     def trace_event(self, session_id: str, seq: int) -> dict[str, Any]:
         """`{session, seq, replacedBy, replacementChain, replacedEventSeqs, sourceEventSeqs,
         derivedEventSeqs}` (PROTOCOL §2, traceEvent)."""
-        with self._reading(session_id) as (shard, conn):
-            number, header = self._session_on(conn, session_id)
-            events = self._events(shard, conn, number)
-        return {"session": header, **trace_log_event(events, seq).to_json()}
+        try:
+            header, folded = self._folded(session_id)
+        except FoldError:
+            # a log that does not fold: the whole-log trace says which error comes first
+            with self._reading(session_id) as (shard, conn):
+                number, header = self._session_on(conn, session_id)
+                events = self._events(shard, conn, number)
+            return {"session": header, **trace_log_event(events, seq).to_json()}
+        traced = folded.trace(seq)
+        if traced is None:
+            raise query_error(EVENT_NOT_FOUND, f"event seq {seq} not found")
+        return {"session": header, **traced.to_json()}
 
     def trace_session(self, session_id: str) -> dict[str, Any]:
         """`{session, ancestors, complete, root | unresolvedParentId, descendants}`."""

@@ -173,6 +173,7 @@ class UiApp:
         self.recall = recall
         self.data_dir = data_dir
         self.lock = threading.Lock()
+        self.transcripts = pages.Transcripts()
         self.csrf = secrets.token_urlsafe(32)
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True,
                                undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
@@ -272,13 +273,12 @@ class UiApp:
         if surface_only:
             answer = self.recall.read_surface(session_id)
             entries = pages.surface_entries(answer)
+            counts = pages.surface_counts(entries)
             header = answer["session"]
         else:
             answer = self.recall.read_session(session_id)
-            entries = pages.transcript(answer["events"])
+            entries, counts = self.transcripts.of(answer["events"])
             header = answer["header"]
-        counts = {s: sum(1 for e in entries if e.surface == s)
-                  for s in ("current", "shadowed", "log-only")}
         page, page_count = pages.page_of(entries, wanted_page, at)
         first = (page - 1) * pages.TRANSCRIPT_PAGE
         return self.render("session.html", session_id=session_id,

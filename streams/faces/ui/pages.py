@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import base64
 import datetime
+import operator
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -256,6 +258,36 @@ def transcript(events: Sequence[Mapping[str, Any]]) -> list[Entry]:
                                                            else ""),
                              kind="message" if op == "append" else "other"))
     return out
+
+
+def surface_counts(entries: Sequence[Entry]) -> dict[str, int]:
+    """Entries per surface, for the page's summary line."""
+    return {s: sum(1 for e in entries if e.surface == s) for s in ("current", "shadowed", "log-only")}
+
+
+class Transcripts:
+    """The last transcript built and its counts, kept while the same event objects come back.
+
+    The index keeps a large session's parsed log per revision and hands every reader the same
+    event objects (which nobody mutates), so the same objects in the same order mean the same
+    log: a page of a large transcript then costs an identity check, not a fold. Any other
+    events (another session, a new revision, a runtime that sends copies) build afresh."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._events: tuple[Mapping[str, Any], ...] = ()
+        self._built: tuple[list[Entry], dict[str, int]] = ([], surface_counts([]))
+
+    def of(self, events: Sequence[Mapping[str, Any]]) -> tuple[list[Entry], dict[str, int]]:
+        with self._lock:
+            kept, built = self._events, self._built
+        if kept and len(kept) == len(events) and all(map(operator.is_, kept, events)):
+            return built
+        entries = transcript(events)
+        built = (entries, surface_counts(entries))
+        with self._lock:
+            self._events, self._built = tuple(events), built
+        return built
 
 
 def surface_entries(surface: Mapping[str, Any]) -> list[Entry]:
