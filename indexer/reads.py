@@ -40,7 +40,7 @@ from indexer.listing import (
 from indexer.schema import SEQ, SURFACE, SURFACE_NAMES, TYPE
 from indexer.shard import Shard
 from indexer.shardset import ShardSet
-from indexer.writer import text_of
+from indexer.text import text_of
 from projections.codec import loads
 from projections.errors import FoldError
 from projections.trace import trace_event as trace_log_event

@@ -59,7 +59,7 @@ from indexer.schema import (
     TYPE,
 )
 from indexer.snippet import highlight_texts, make_snippet, mark_spans, substring_spans
-from indexer.writer import has_cjk, text_of
+from indexer.text import has_cjk, text_of
 from projections.codec import dumps
 
 #: Trigram MATCH needs 3 code points; shorter substring queries scan (CJK docs only by default).

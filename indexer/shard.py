@@ -76,15 +76,22 @@ def _never_initialized(path: Path) -> bool:
 
 
 class Shard:
-    """One shard file: `writer` (under the ShardSet's write lock) and `reader()` connections."""
+    """One shard file: `writer` (under the ShardSet's write lock) and `reader()` connections.
+
+    With `read_only` the shard opens no writer: the file must already be a shard, the
+    connection that verifies it becomes the first pooled reader, and `writer` raises."""
 
     def __init__(self, path: Path, index: int, shard_count: int, *, substring: bool,
-                 redaction: str = "off", semantic: str = "off") -> None:
+                 redaction: str = "off", semantic: str = "off", read_only: bool = False) -> None:
         self.path = path
         self.index = index
         self._idle: list[Conn] = []
         self._pool_lock = threading.Lock()
         self._closed = False
+        self._writer: Conn | None = None
+        if read_only:
+            self._open_read_only(index, shard_count, redaction, semantic)
+            return
         # A file a crash left empty or before its first commit (created, never initialized) is
         # as good as absent: it is made again, not called damaged until a reindex.
         fresh = not path.exists() or path.stat().st_size == 0 or _never_initialized(path)
@@ -96,7 +103,7 @@ class Shard:
                 _create_file(path)
             if not self.readonly and stat.S_IMODE(os.stat(path).st_mode) != 0o600:
                 os.chmod(path, 0o600)
-            self.writer = self._connect()
+            self._writer = self._connect()
         except (apsw.Error, OSError) as exc:
             raise query_error(INDEX_FAILED, f"cannot open shard {path.name}: {exc}") from exc
         try:
@@ -117,6 +124,31 @@ class Shard:
             raise
         self.epoch = meta.epoch
         self.substring = meta.substring
+
+    def _open_read_only(self, index: int, shard_count: int, redaction: str,
+                        semantic: str) -> None:
+        self.readonly = not writable_dir(self.path)
+        conn = self.open_reader()
+        try:
+            self._verify(index, shard_count, redaction, conn)
+            self.semantic = open_vectors(conn, semantic, self.path.name, readonly=True)
+            meta = self.meta(conn)
+        except apsw.Error as exc:
+            conn.close()
+            raise query_error(INDEX_FAILED, f"cannot open shard {self.path.name}: {exc}") from exc
+        except BaseException:
+            conn.close()
+            raise
+        self._idle.append(conn)
+        self.epoch = meta.epoch
+        self.substring = meta.substring
+
+    @property
+    def writer(self) -> Conn:
+        """The writer connection (used under the ShardSet's write lock)."""
+        if self._writer is None:
+            raise query_error(INDEX_FAILED, f"shard {self.path.name} is open for reading only")
+        return self._writer
 
     def _connect(self) -> Conn:
         return connect_readonly(self.path) if self.readonly else connect(self.path)
@@ -147,9 +179,11 @@ class Shard:
             c.execute("ROLLBACK")
             raise
 
-    def _verify(self, index: int, shard_count: int, redaction: str) -> None:
-        app_id = self.writer.execute("PRAGMA application_id").fetchone()[0]
-        version = self.writer.execute("PRAGMA user_version").fetchone()[0]
+    def _verify(self, index: int, shard_count: int, redaction: str,
+                conn: Conn | None = None) -> None:
+        conn = conn or self.writer
+        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
         if app_id != APPLICATION_ID:
             raise query_error(INDEX_FAILED, f"{self.path.name} is not a session-recall shard "
                               f"(application id {app_id:#x})")
@@ -160,7 +194,7 @@ class Shard:
             raise query_error(INDEX_FAILED, f"{self.path.name} has schema version {version}; "
                               f"this build reads {SCHEMA_VERSION}",
                               hint="use the newer session-recall that wrote it")
-        stored = dict(self.writer.execute(
+        stored = dict(conn.execute(
             "SELECT key, value FROM meta WHERE key IN ('shard_index', 'shard_count', 'redaction')"
         ).fetchall())
         rules = stored.pop("redaction", None)
@@ -221,4 +255,5 @@ class Shard:
             idle, self._idle = self._idle, []
         for conn in idle:
             conn.close()
-        self.writer.close()
+        if self._writer is not None:
+            self._writer.close()

@@ -9,13 +9,12 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import apsw
 
 from indexer.config import IndexConfig
 from indexer.errors import INDEX_FAILED, IndexOutdated, query_error
-from indexer.pipeline import WriterThread
 from indexer.routing import shard_file_name, shard_of
 from indexer.segments import (
     FTS_TABLES,
@@ -26,15 +25,11 @@ from indexer.segments import (
     release_free_pages,
 )
 from indexer.shard import Shard
-from indexer.writer import (
-    ShardWriter,
-    apply_positions,
-    apply_records,
-    build_trigram,
-    bump_generation,
-    refresh_substring,
-)
-from projections.records import IndexRecord
+
+if TYPE_CHECKING:
+    from indexer.pipeline import WriterThread
+    from indexer.writer import ShardWriter
+    from projections.records import IndexRecord
 
 #: `progress(shard index, done, total)` of a long index operation.
 Progress = Callable[[int, int, int], None]
@@ -44,9 +39,11 @@ KEY_FILE = "cursor.key"
 SESSION_SOURCE_PREFIX = "store:"
 
 
-def _load_key(root: Path) -> bytes:
+def _load_key(root: Path, *, create: bool = True) -> bytes:
     """The HMAC key that signs cursors; created once, owner-only, kept beside the shards."""
     path = root / KEY_FILE
+    if not create:
+        return path.read_bytes()
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     except FileExistsError:
@@ -63,7 +60,7 @@ class ShardSet:
 
     def __init__(self, root: str | os.PathLike[str], config: IndexConfig | None = None, *,
                  key_dir: str | os.PathLike[str] | None = None,
-                 reset_outdated: bool = False) -> None:
+                 reset_outdated: bool = False, read_only: bool = False) -> None:
         """`key_dir` holds the cursor-signing key (default: `root`). Generations of one index
         share it, so a cursor from a replaced generation is STALE rather than INVALID.
 
@@ -71,14 +68,21 @@ class ShardSet:
         `config.redaction` fingerprint), raises IndexOutdated (the embedded runtime rebuilds a
         new generation from its store); with `reset_outdated` such shard files are deleted and
         start empty instead — for owners whose source can be replayed into them (a Kafka index
-        worker re-reads its partitions from the compacted documents topic)."""
+        worker re-reads its partitions from the compacted documents topic).
+
+        `read_only`: for a process that only reads an index that exists (root, key and every
+        shard): nothing is created or changed, no shard opens a writer (indexer/shard.py) and
+        writes fail; a missing or outdated part raises as above."""
         self.config = config or IndexConfig()
         self.root = Path(root)
+        self.read_only = read_only
         try:
-            self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
-            if stat.S_IMODE(os.stat(self.root).st_mode) != 0o700:  # (a read-only copy is so)
-                os.chmod(self.root, 0o700)
-            self.key = _load_key(Path(key_dir) if key_dir is not None else self.root)
+            if not read_only:
+                self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+                if stat.S_IMODE(os.stat(self.root).st_mode) != 0o700:  # (a read-only copy is so)
+                    os.chmod(self.root, 0o700)
+            self.key = _load_key(Path(key_dir) if key_dir is not None else self.root,
+                                 create=not read_only)
         except OSError as exc:
             raise query_error(INDEX_FAILED, f"cannot open index root {self.root}: {exc}") from exc
         self.shards: list[Shard] = []
@@ -88,6 +92,15 @@ class ShardSet:
         self._write_lock = threading.RLock()
         self._pipeline: WriterThread | None = None
         try:
+            if read_only:
+                self.shards = [Shard(self.root / shard_file_name(i), i, self.config.shards,
+                                     substring=self.config.substring,
+                                     redaction=self.config.redaction,
+                                     semantic=self.config.semantic, read_only=True)
+                               for i in range(self.config.shards)]
+                return
+            from indexer.writer import ShardWriter
+
             for i in range(self.config.shards):
                 path = self.root / shard_file_name(i)
                 try:
@@ -164,6 +177,8 @@ class ShardSet:
         if self._pipeline is not None:
             yield  # already open (nested use): the outer block drains it
             return
+        from indexer.pipeline import WriterThread
+
         before = self.structures()
         self._pipeline = WriterThread(self.write_batch)
         try:
@@ -214,6 +229,13 @@ class ShardSet:
 
     def _write(self, by_shard: dict[int, list[IndexRecord]],
                pos_by_shard: dict[int, dict[str, int]]) -> bool:
+        from indexer.writer import (
+            apply_positions,
+            apply_records,
+            bump_generation,
+            refresh_substring,
+        )
+
         begun: list[Shard] = []
         changed_any = False
         try:
@@ -264,15 +286,20 @@ class ShardSet:
     def has_substring(self) -> bool:
         """Whether every shard's trigram index covers all documents (not only CJK ones): as
         this process last wrote, or as another process has built it since."""
+        if self.read_only:
+            return all(shard.substring or shard.meta().substring for shard in self.shards)
         return all(w.substring or shard.meta().substring
                    for shard, w in zip(self.shards, self._writers, strict=True))
 
     def ensure_substring(self, progress: Progress | None = None) -> int:
         """Extend the trigram index to every document of every shard (once; later writes keep
         it complete). Returns the number of documents added; `progress(shard, done, total)`."""
+        from indexer.writer import build_trigram
+
         added = 0
         with self._write_lock:
-            if any(s.readonly and not s.meta().substring for s in self.shards):
+            if any((self.read_only or s.readonly) and not s.meta().substring
+                   for s in self.shards):
                 raise query_error(INDEX_FAILED, "substring search needs the substring index, "
                                   "which this read-only index lacks",
                                   hint="run one `recall search --substring …` where the data dir "

@@ -7,8 +7,6 @@ older position is harmless; a different record under an existing key is a Source
 from __future__ import annotations
 
 import bisect
-import functools
-import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -35,9 +33,9 @@ from indexer.schema import (
     kind,
 )
 from indexer.semantic import OFF, Embedder, embeds_type, load_embedder
+from indexer.text import has_cjk, text_of
 from projections.codec import dumps, dumps_sorted, loads
 from projections.events import header_key_fields
-from projections.extraction import extract_text
 from projections.records import EventRecord, HeaderRecord, IndexRecord
 from projections.redaction import count_markers
 from projections.surfaces import Surface
@@ -54,24 +52,6 @@ from projections.titles import (
     summary_of,
     uuid_key,
 )
-
-
-#: Han, kana, Hangul, CJK punctuation/compat and fullwidth forms: text unicode61 cannot split.
-#: Compiled when first needed: the class's large ranges make it slow to compile, and a read of
-#: ASCII text (most queries) never needs it.
-@functools.cache
-def _cjk() -> re.Pattern[str]:
-    return re.compile("[\u2e80-\u9fff\ua960-\ua97f\uac00-\ud7ff\uf900-\ufaff\uff00-\uffef"
-                      "\U00020000-\U0003ffff]")
-
-
-def has_cjk(text: str) -> bool:
-    return not text.isascii() and _cjk().search(text) is not None
-
-
-def text_of(raw: bytes) -> str:
-    """The document text of a stored raw event (the index keeps no second copy of it)."""
-    return extract_text(loads(raw))
 
 
 class ShardWriter:

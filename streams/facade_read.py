@@ -97,7 +97,7 @@ def open_reader(settings: LightSettings) -> Reader | None:
         return None
     try:
         shards = ShardSet(live, index_config(settings, fingerprint),  # type: ignore[arg-type]
-                          key_dir=root)
+                          key_dir=root, read_only=True)
     except Exception:  # damaged, outdated, another config: the full path says what and acts
         return None
     return Reader(shards, QueryService(shards, progress=_index_build_progress))

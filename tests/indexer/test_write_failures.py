@@ -10,7 +10,7 @@ from typing import Any
 import apsw
 import pytest
 
-import indexer.shardset
+import indexer.writer
 from indexer.maintenance import check_integrity
 from projections.errors import SessionQueryError
 
@@ -21,14 +21,14 @@ def test_a_write_sqlite_rolled_back_itself_leaves_no_stale_ids(
         make_index: Any, monkeypatch: pytest.MonkeyPatch) -> None:
     shards, service = make_index("idx", shards=1)
     shards.write_batch(texts_session("a", ["first text"]), {})
-    real = indexer.shardset.apply_records
+    real = indexer.writer.apply_records
 
     def failing(writer: Any, records: Any) -> bool:
         real(writer, records)  # ids and an extent for "b", cached by the writer
         writer.conn.execute("ROLLBACK")  # what SQLite does itself on some I/O errors
         raise apsw.IOError("disk I/O error")
 
-    monkeypatch.setattr(indexer.shardset, "apply_records", failing)
+    monkeypatch.setattr(indexer.writer, "apply_records", failing)
     with pytest.raises(SessionQueryError) as caught:
         shards.write_batch(texts_session("b", ["second text"]), {})
     assert caught.value.code == "SESSION_QUERY_INDEX_FAILED"

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-import indexer.shardset
+import indexer.writer
 from indexer import IndexConfig, ShardSet
 from indexer.blocks import decode_block
 from indexer.digest import index_digest
@@ -137,7 +137,7 @@ def both(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
             shards = ShardSet(tmp_path / f"{len(opened)}", IndexConfig(shards=3,
                                                                      substring=substring))
             opened.append(shards)
-            monkeypatch.setattr(indexer.shardset, "apply_records",
+            monkeypatch.setattr(indexer.writer, "apply_records",
                                 functools.partial(apply_records, batched=batched))
             changed, errors = [], []
             for i, batch in enumerate(batches):
