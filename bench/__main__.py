@@ -29,6 +29,7 @@ SUITES = [
     ("bench.cli", "The CLI as whole processes (issue 37)"),
     ("bench.semantic", "Recall by meaning (issue 42)"),
     ("bench.scale", "From 100k to 10M events (issue 40)"),
+    ("bench.chaos", "A Kafka cluster losing brokers, a fleet of hosts (issue 38)"),
 ]
 #: A line under a suite's title in RESULTS.md (which broker a section's figures come from).
 NOTES = {
@@ -36,9 +37,13 @@ NOTES = {
                       "KRaft node; `_noida`: noida-db; `_tansu`: tansu (RECALL_BENCH_BROKERS). "
                       "`pipeline_load_average_*`: the machine's 1-minute load average at the "
                       "start and end of the run.",
+    "bench.chaos": "Apache Kafka (the version of docker/kafka/pom.xml), three KRaft nodes (RF 3, "
+                   "min ISR 2, broker.session.timeout.ms 3000, broker.heartbeat.interval.ms 500), "
+                   "`pytest -m cluster`; `failover_unavailable_s`: the longest gap between two "
+                   "answered queries after kill -9 / SIGSTOP of a partition leader.",
 }
-#: Suites run only when named (`python -m bench scale`): they take most of an hour.
-OPT_IN = {"scale"}
+#: Suites run only when named (`python -m bench scale`): they take a quarter to most of an hour.
+OPT_IN = {"scale", "chaos"}
 
 
 def machine() -> str:

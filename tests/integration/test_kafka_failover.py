@@ -49,11 +49,21 @@ SHARDS = 4
 #: and a client starting together on three nodes) created the events topic with 1 partition and
 #: the broker's defaults, and both failed with STREAM_TOPIC_SETUP.
 NO_AUTO_CREATE = {"auto.create.topics.enable": "false"}
+#: How soon the controller fences a dead or stalled node and moves its leaderships: by default a
+#: broker is fenced 9 s (broker.session.timeout.ms) after its last heartbeat, and until then
+#: clients keep asking the dead leader, so no query can be answered for at least that long.
+#: docs/kafka.md's failover section recommends these for a production cluster too.
+FAST_FAILOVER = {
+    "broker.session.timeout.ms": "3000",
+    "broker.heartbeat.interval.ms": "500",
+    # a follower that stops fetching leaves the ISR after this (30 s by default)
+    "replica.lag.time.max.ms": "10000",
+}
 #: Longest gap between two answered queries the tests accept. The goal is 10 s; a shared
 #: 2-core machine restarting a JVM stretches elections and the client's metadata refresh.
 UNAVAILABLE_BOUND_S = 45.0
 #: A stall longer than the workers' consumer-group session timeout and the broker's own
-#: registration timeout (broker.session.timeout.ms, 9 s by default).
+#: registration timeout (broker.session.timeout.ms, FAST_FAILOVER's).
 STALL_S = 12.0
 
 
@@ -62,7 +72,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     work = tmp_path_factory.mktemp("cluster")
     try:
         running = start_cluster(work / "apache", 3, replication_factor=3, min_insync_replicas=2,
-                                extra=NO_AUTO_CREATE)
+                                extra={**NO_AUTO_CREATE, **FAST_FAILOVER})
     except RuntimeError as exc:
         pytest.fail(str(exc), pytrace=False)
     try:
