@@ -29,7 +29,9 @@ Metrics, suffixed with the size (`_100k`, `_1m`, `_10m`):
   warm-up: `surface` (`read_surface`), `show` (`read_event` of a middle event, 5 either side),
   `events` (`search_events` of a common word, first page), `web` (the transcript page
   `GET /session?id=…`, page 1, through the UI's ASGI app in-process), `trace`
-  (`trace_session`), `trace_event` (a compacted-away event's trace).
+  (`trace_session`), `trace_event` (a compacted-away event's trace). `web` and `trace_event`
+  read the whole log once per revision (indexer/foldcache.py keeps it): the warm-up pays
+  that, the median is what every later request costs.
   `reference_prepare_ms_giant_*`: `prepare_reference` dry run from a small session with the
   giant as its one source.
 - Listing, suffixed with the session count (`_200`, `_2k`, `_20k`): `list_sessions_ms_*`
