@@ -20,8 +20,9 @@ def test_make_demo_installs_only_the_package(tmp_path: Path) -> None:
     for name in ("pyproject.toml", "setup.py", "indexer/_matchcount.c"):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).touch()
-    planned = subprocess.run(["make", "-n", "demo"], cwd=tmp_path, capture_output=True,
-                             text=True, timeout=60, check=True).stdout
+    # Run under `make test`, a child make would print "Entering/Leaving directory" lines.
+    planned = subprocess.run(["make", "--no-print-directory", "-n", "demo"], cwd=tmp_path,
+                             capture_output=True, text=True, timeout=60, check=True).stdout
     installs = [line for line in planned.splitlines()
                 if "pip install" in line and "--upgrade pip" not in line]
     assert installs and all("[" not in line for line in installs), installs
