@@ -2,14 +2,22 @@
 setuptools warning that its `ext-modules` table is experimental. Everything else is in
 pyproject.toml."""
 
+import shutil
+import tempfile
+
 from setuptools import Extension, setup
 
-setup(
-    # The compiled match-count function. Optional: without a C compiler and the SQLite headers
-    # the build skips it and indexer/matchcount.py registers the same rule in Python (identical
-    # results, slower on very common terms; `recall index stats` says which one runs).
-    ext_modules=[Extension("indexer._matchcount", ["indexer/_matchcount.c"], optional=True)],
-    # Always compile it: a build/ dir an earlier `pip install .` left behind would otherwise hand
-    # the next build its old .so whenever that file looks newer than the source.
-    options={"build_ext": {"force": True}},
-)
+# Build in a directory of this run's own, removed afterwards: a build/ dir left in the checkout
+# would litter it and could hand a later build its stale objects.
+build_base = tempfile.mkdtemp(prefix="recall-build-")
+try:
+    setup(
+        # The compiled match-count function. Optional: without a C compiler and the SQLite
+        # headers the build skips it and indexer/matchcount.py registers the same rule in Python
+        # (identical results, slower on very common terms; `recall index stats` says which runs).
+        ext_modules=[Extension("indexer._matchcount", ["indexer/_matchcount.c"], optional=True)],
+        # Always compile it, whatever timestamps an earlier build left.
+        options={"build": {"build_base": build_base}, "build_ext": {"force": True}},
+    )
+finally:
+    shutil.rmtree(build_base, ignore_errors=True)

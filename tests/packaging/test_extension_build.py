@@ -1,6 +1,6 @@
-"""Building the package: no setuptools "experimental" warning, and a rebuild after a source change
-ships the new C extension even when an earlier build left its `build/` dir (and a `.so` that
-looks newer than the change) behind."""
+"""Building the package: no setuptools "experimental" warning, no `build/` dir left in the checkout,
+and a rebuild after a source change ships the new C extension even beside a stale `build/` dir
+(with a `.so` that looks newer than the change)."""
 
 from __future__ import annotations
 
@@ -38,13 +38,15 @@ def test_a_rebuild_after_a_source_change_ships_the_new_extension(tmp_path: Path)
     shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
         ".git", ".venv*", "build", "dist", "*.egg-info", "tests", "bench", "docs", "*.so",
         "__pycache__", ".*_cache", ".hypothesis"))
-    _, printed = _build(src, tmp_path / "first")
+    first, printed = _build(src, tmp_path / "first")
     assert "experimental" not in printed
-    left = list((src / "build").rglob("_matchcount*.so"))
-    assert left, "the first build left no build/ dir to be stale"
+    assert not (src / "build").exists(), "the build left a build/ dir in the checkout"
+    # A stale build/ as an older setuptools layout or a manual `setup.py build` leaves it.
+    stale = src / "build" / "lib.linux-x86_64-cpython-311" / "indexer" / "_matchcount.so"
+    stale.parent.mkdir(parents=True)
+    stale.write_bytes(first)
     future = time.time() + 3600
-    for so in left:
-        os.utime(so, (future, future))
+    os.utime(stale, (future, future))
     marker = f"rebuilt-{uuid.uuid4().hex}"
     with (src / "indexer" / "_matchcount.c").open("a") as source:
         source.write(f'\nconst char recall_build_marker[] = "{marker}";\n')
