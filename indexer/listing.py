@@ -22,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from indexer.database import Conn
-from indexer.errors import INVALID_FILTER, query_error
+from indexer.errors import INVALID_FILTER, INVALID_LIMIT, query_error
 from indexer.shard import Shard
 from projections.codec import dumps, loads
 from projections.titles import CLAUDE_AGENT, agent_of
@@ -39,10 +39,20 @@ Row = dict[str, Any]
 Lookup = Callable[[list[int]], Sequence[Sequence[Sequence[Any]]]]
 
 
-def shard_rows(conn: Conn, where: str = "", params: Sequence[Any] = ()) -> list[Row]:
-    """Listing rows of one shard's sessions (optionally filtered by SQL over `s`)."""
+#: `sort_listing`'s order in SQL (ids compare as `str` does: UTF-8 bytes keep code point order).
+LISTING_ORDER = " ORDER BY COALESCE(s.created_at, 0) DESC, s.id"
+
+
+def shard_rows(conn: Conn, where: str = "", params: Sequence[Any] = (),
+               limit: int | None = None) -> list[Row]:
+    """Listing rows of one shard's sessions (optionally filtered by SQL over `s`); with `limit`,
+    only the first `limit` in listing order, so only those headers are decoded."""
     sql = _ROW + (f" AND {where}" if where else "")
-    return [row_of(values) for values in conn.execute(sql, list(params))]
+    args = list(params)
+    if limit is not None:
+        sql += LISTING_ORDER + " LIMIT ?"
+        args.append(limit)
+    return [row_of(values) for values in conn.execute(sql, args)]
 
 
 def row_of(values: Sequence[Any]) -> Row:
@@ -192,8 +202,14 @@ def select_listing(records: list[dict[str, Any]], *, title: str | None = None,
     if title is not None:
         pattern = title_pattern(title)
         records = [r for r in records if r.get("title") and pattern.search(str(r["title"]))]
-    if limit is not None:
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
-            raise query_error("SESSION_QUERY_INVALID_LIMIT", "limit must be a positive integer")
-        records = records[:limit]
-    return records
+    checked = checked_limit(limit)
+    return records if checked is None else records[:checked]
+
+
+def checked_limit(limit: Any) -> int | None:
+    """A listing limit: None (all of it) or a positive integer (INVALID_LIMIT otherwise)."""
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+        raise query_error(INVALID_LIMIT, "limit must be a positive integer")
+    return limit

@@ -32,6 +32,7 @@ from indexer.listing import (
     SummaryTitles,
     answer_shard_leaves,
     answer_shard_summaries,
+    checked_limit,
     describe,
     needs_summary,
     shard_rows,
@@ -99,17 +100,22 @@ class SessionReads:
         return sort_listing([describe(r, self._live(r["lastEventTime"], now_ms), summaries)
                              for r in rows])
 
-    def _listing(self, where: str, params: list[Any], now_ms: int) -> list[dict[str, Any]]:
+    def _listing(self, where: str, params: list[Any], now_ms: int,
+                 limit: int | None = None) -> list[dict[str, Any]]:
+        """With `limit`, each shard answers only its first `limit` rows in listing order: the
+        first `limit` of their merge are the listing's."""
         rows: list[dict[str, Any]] = []
         for shard in self.shardset:
             with shard.reader() as conn:
-                rows.extend(shard_rows(conn, where, params))
-        return self.describe_rows(rows, now_ms)
+                rows.extend(shard_rows(conn, where, params, limit))
+        records = self.describe_rows(rows, now_ms)
+        return records if limit is None else records[:limit]
 
-    def list_sessions(self, *, now_ms: int | None = None) -> list[dict[str, Any]]:
+    def list_sessions(self, *, now_ms: int | None = None,
+                      limit: int | None = None) -> list[dict[str, Any]]:
         """`[{header, live, persisted, title, titleSource, agent, eventCount, firstEventTime,
-        lastEventTime}]`, createdAt descending, then id ascending."""
-        return self._listing("", [], self._now_ms(now_ms))
+        lastEventTime}]`, createdAt descending, then id ascending (the first `limit`)."""
+        return self._listing("", [], self._now_ms(now_ms), checked_limit(limit))
 
     def _events(self, shard: Shard, conn: Conn, number: int) -> list[Any]:
         return [loads(raw) for _, raw in iter_session_raws(conn, shard.epoch, number)]
@@ -202,13 +208,15 @@ class SessionReads:
                 headers[str(header["id"])] = header
         return trace_lineage(headers, session_id)
 
-    def filter_sessions(self, filters: Any, *, now_ms: int | None = None) -> list[dict[str, Any]]:
-        """Sessions matching session filters (no full-text search), in listing order."""
+    def filter_sessions(self, filters: Any, *, now_ms: int | None = None,
+                        limit: int | None = None) -> list[dict[str, Any]]:
+        """Sessions matching session filters (no full-text search), in listing order (the
+        first `limit`)."""
         now = self._now_ms(now_ms)
         clauses = validate_filters(filters, "session")
         check_budgets(clauses, within_session=False)
         sql, params = compile_clauses(clauses, live_since=now - self.config.live_window_ms)
-        return self._listing(" AND ".join(sql), params, now)
+        return self._listing(" AND ".join(sql), params, now, checked_limit(limit))
 
     def index_digest(self) -> dict[str, Any]:
         """Layout-independent digest of the whole index (indexer.digest)."""
@@ -240,3 +248,4 @@ class SessionReads:
             events.append({"seq": int(seq), "type": kind, "time": t,
                            "surface": SURFACE_NAMES[int(surface)], "event": loads(raw)})
         return {"session": header, "events": events}
+

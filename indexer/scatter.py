@@ -55,13 +55,14 @@ def answer_shard_search(shard: Shard, plan: Mapping[str, Any]) -> dict[str, Any]
     return {"generation": f"{meta.epoch}:{meta.generation}", "candidates": candidates}
 
 
-def answer_shard_listing(shard: Shard, filters: Any, live_since: int) -> list[dict[str, Any]]:
+def answer_shard_listing(shard: Shard, filters: Any, live_since: int,
+                         limit: int | None = None) -> list[dict[str, Any]]:
     """Owner side: the listing rows (indexer/listing.py) of this shard's sessions matching
-    session filters."""
+    session filters (the first `limit` in listing order)."""
     clauses = validate_filters(filters, "session")
     sql, params = compile_clauses(clauses, live_since=live_since)
     with shard.reader() as conn:
-        return shard_rows(conn, " AND ".join(sql), params)
+        return shard_rows(conn, " AND ".join(sql), params, limit)
 
 
 def answer_shard_op(shard: Shard, op: str, args: Mapping[str, Any]) -> Any:

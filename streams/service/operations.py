@@ -90,11 +90,14 @@ def _list_sessions(backend: Backend, args: Mapping[str, Any]) -> list[dict[str, 
     """The listing, narrowed by session filters (any PROTOCOL §3.4 kind or extension), a title
     search and a limit."""
     filters = args.get("filters")
-    records = (backend.query().filter_sessions(filters, now_ms=_now(args)) if filters is not None
-               else backend.query().list_sessions(now_ms=_now(args)))
     title = args.get("title")
     if title is not None and not isinstance(title, str):
         raise SessionQueryError("title must be a string", code="SESSION_QUERY_INVALID_FILTER")
+    # Without a title search the limit goes to the shards, which then read only that many.
+    limit = args.get("limit") if title is None else None
+    records = (backend.query().filter_sessions(filters, now_ms=_now(args), limit=limit)
+               if filters is not None
+               else backend.query().list_sessions(now_ms=_now(args), limit=limit))
     return select_listing(list(records), title=title, limit=args.get("limit"))
 
 

@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from indexer import QueryService, ShardSet
-from indexer.digest import combine_digests, session_digests
+from indexer.digest import combine_digests, merge_coverage, session_digests, shard_coverage
+from indexer.listing import checked_limit
 from indexer.routing import shard_of
 from indexer.scatter import (
     Coordinator,
@@ -64,14 +65,16 @@ def answer_shard_request(shards: ShardSet, query: QueryService, op: str,
     if op == "shard.search":
         return answer_shard_search(shard, args["plan"])
     if op == "shard.listing":
-        return answer_shard_listing(shard, args.get("filters"), int(args["liveSince"]))
+        return answer_shard_listing(shard, args.get("filters"), int(args["liveSince"]),
+                                    checked_limit(args.get("limit")))
     if op == "shard.headers":
         return answer_shard_headers(shard)
     if op == "shard.digest":
         # In this process, one shard at a time: the index role keeps a core for indexing (with
         # the digest helpers on both cores, the generation switch right after a reindex, whose
         # reply carries a digest, took 5-7 s instead of 3.4: bench/pipeline.py)
-        return session_digests([shard], parallel=False)
+        return {"sessions": session_digests([shard], parallel=False),
+                "substring": shard_coverage(shard)}
     answered = answer_shard_op(shard, op, args)  # the listing's summary-title questions
     if answered is not None:
         return answered
@@ -124,16 +127,21 @@ class RemoteQuery:
             raise SessionQueryError("request must be an object", code="SESSION_QUERY_INVALID_QUERY")
         return dict(self._route("search_events", args))
 
-    def list_sessions(self, *, now_ms: int | None = None) -> list[dict[str, Any]]:
-        return self.filter_sessions(None, now_ms=now_ms)
+    def list_sessions(self, *, now_ms: int | None = None,
+                      limit: int | None = None) -> list[dict[str, Any]]:
+        return self.filter_sessions(None, now_ms=now_ms, limit=limit)
 
-    def filter_sessions(self, filters: Any, *, now_ms: int | None = None) -> list[dict[str, Any]]:
+    def filter_sessions(self, filters: Any, *, now_ms: int | None = None,
+                        limit: int | None = None) -> list[dict[str, Any]]:
         now = self._now(now_ms)
         if filters is not None:
             self.coordinator.check_listing_filters(filters)
+        checked = checked_limit(limit)
         answers = self.scatter("shard.listing", {
-            "filters": filters, "liveSince": now - self.coordinator.config.live_window_ms})
-        return self.coordinator.listing(answers, now)
+            "filters": filters, "liveSince": now - self.coordinator.config.live_window_ms,
+            "limit": checked})
+        records = self.coordinator.listing(answers, now)
+        return records if checked is None else records[:checked]
 
     def trace_session(self, session_id: str) -> dict[str, Any]:
         return self.coordinator.trace_session(self.scatter("shard.headers", {}), session_id)
@@ -154,7 +162,9 @@ class RemoteQuery:
         return dict(self._route("filter_events", {"sessionId": session_id, "filters": filters}))
 
     def index_digest(self) -> dict[str, Any]:
-        return combine_digests(self.scatter("shard.digest", {}))
+        parts = self.scatter("shard.digest", {})
+        return combine_digests((p["sessions"] for p in parts),
+                               merge_coverage(p["substring"] for p in parts))
 
     def close(self) -> None:
         """Nothing to release: the transport belongs to the worker."""
