@@ -6,6 +6,12 @@ epochs do not enter it, so two indexes built from the same events have the same 
 they were built (ingest, replay, reindex, Kafka or embedded, killed and resumed). Shards can
 digest their sessions separately (`session_digests`) and anyone can combine the parts.
 
+The substring (trigram) index's coverage enters it too, as a state rather than bytes: whether
+the shards have substring coverage and how many documents their trigram index misses
+(`substring_coverage`). A trigram index that missed documents answers substring searches
+wrongly while every event is there, so two indexes that differ in it must not digest alike;
+summed over the shards, equal contents still digest alike whatever the shard count.
+
 The digest re-folds every event (one decoding per event for its text and the fold), pure
 Python: the shards of a large index (`PARALLEL_MIN_BYTES`) are digested by helper processes on
 the other cores (indexer/digester.py), each shard file in a read-only snapshot of its own.
@@ -21,7 +27,7 @@ from typing import Any
 
 from indexer.blocks import decode_block
 from indexer.database import Conn, connect
-from indexer.schema import BLOCK_EVENTS, SEQ_MASK, SURFACE_NAMES, TYPE, block_id
+from indexer.schema import BLOCK_EVENTS, CJK, SEQ_MASK, SURFACE_NAMES, TRIGRAM_DOCS, TYPE, block_id
 from indexer.shard import Shard
 from projections.codec import dumps, dumps_sorted, loads
 from projections.extraction import extract_text
@@ -130,18 +136,72 @@ def _file_bytes(shard: Shard) -> int:
     return total
 
 
-def combine_digests(parts: Iterable[Mapping[str, list[Any]]]) -> dict[str, Any]:
-    """`{digest, sessions, events}` from per-shard session digests."""
+def shard_substring_coverage(conn: Conn) -> tuple[bool, int, int | None]:
+    """One shard's substring index: (substring coverage claimed, documents it should hold,
+    documents it holds — None on a shard from before the count, whose index cannot be counted
+    without writing a temporary table). It should hold every document once the shard has
+    substring coverage, else those with CJK text."""
+    conn.execute("BEGIN")  # the count and the documents from one snapshot
+    try:
+        meta = dict(conn.execute("SELECT key, value FROM meta WHERE key IN ('substring', ?)",
+                                 (TRIGRAM_DOCS,)).fetchall())
+        built = meta.get("substring") == "1"
+        counted = TRIGRAM_DOCS in meta
+        # The index itself only knows documents with a trigram (three code points or more).
+        where = f"e.len >= {1 if counted else 3}" + ("" if built else f" AND {CJK} = 1")
+        expected = int(conn.execute(f"SELECT count(*) FROM events e WHERE {where}"
+                                    ).fetchone()[0])
+        return built, expected, int(meta[TRIGRAM_DOCS]) if counted else None
+    finally:
+        conn.execute("COMMIT")
+
+
+def shard_coverage(shard: Shard) -> dict[str, Any]:
+    """`{built, missing}` of one shard's substring index (what `merge_coverage` combines): a
+    shard from before the count is taken as complete (`index check` counts it the hard way)."""
+    with shard.reader() as conn:
+        built, expected, held = shard_substring_coverage(conn)
+    return {"built": built, "missing": 0 if held is None else max(0, expected - held)}
+
+
+def merge_coverage(parts: Iterable[Mapping[str, Any]]) -> dict[str, Any]:
+    """`{built, missing}` of a whole index from its shards' `shard_coverage`: `built` is "all",
+    "none" or "partial" (shards that disagree: an interrupted build), `missing` the documents
+    the trigram indexes lack, summed (so the shard count does not enter it)."""
+    states: set[bool] = set()
+    missing = 0
+    for part in parts:
+        states.add(bool(part["built"]))
+        missing += int(part["missing"])
+    state = "partial" if len(states) > 1 else "all" if states == {True} else "none"
+    return {"built": state, "missing": missing}
+
+
+def substring_coverage(shards: Iterable[Shard]) -> dict[str, Any]:
+    """`merge_coverage` of these shards."""
+    return merge_coverage(shard_coverage(s) for s in shards)
+
+
+def combine_digests(parts: Iterable[Mapping[str, list[Any]]],
+                    substring: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """`{digest, sessions, events}` from per-shard session digests (and `substring`, the
+    index's `substring_coverage`, when given: it enters the digest)."""
     merged: dict[str, list[Any]] = {}
     for part in parts:
         merged.update(part)
     total = hashlib.blake2b(digest_size=32, person=b"recall-digest")
     for sid in sorted(merged):
         total.update(bytes.fromhex(str(merged[sid][0])))
-    return {"digest": total.hexdigest(), "sessions": len(merged),
-            "events": sum(int(v[1]) for v in merged.values())}
+    out: dict[str, Any] = {"sessions": len(merged),
+                           "events": sum(int(v[1]) for v in merged.values())}
+    if substring is not None:
+        total.update(b"substring\n" + dumps_sorted(dict(substring)))
+        out["substring"] = dict(substring)
+    return {"digest": total.hexdigest(), **out}
 
 
 def index_digest(shards: Iterable[Shard], *, parallel: bool | None = None) -> dict[str, Any]:
-    """`{digest, sessions, events}` of a whole index."""
-    return combine_digests([session_digests(shards, parallel=parallel)])
+    """`{digest, sessions, events, substring}` of a whole index."""
+    shards = list(shards)
+    return combine_digests([session_digests(shards, parallel=parallel)],
+                           substring_coverage(shards))

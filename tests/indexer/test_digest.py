@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 import indexer.digest
 from indexer import IndexConfig, ShardSet, digester
 from indexer.blocks import read_raws
-from indexer.digest import combine_digests, index_digest, session_digests
+from indexer.digest import combine_digests, index_digest, session_digests, substring_coverage
 from indexer.eventrows import session_rows
 from indexer.shard import Shard
 from indexer.writer import text_of
@@ -35,7 +35,9 @@ from .helpers import session_records
 
 def reference_digest(shards: Iterable[Shard]) -> dict[str, Any]:
     """The digest's definition as first written (commit d7d6f55): per session, its header,
-    each event's [seq, type, time, surface, text] and the re-derived fold state."""
+    each event's [seq, type, time, surface, text] and the re-derived fold state; the substring
+    index's coverage was added to it later."""
+    shards = list(shards)
     out: dict[str, list[Any]] = {}
     for shard in shards:
         with shard.reader() as conn:
@@ -60,7 +62,7 @@ def reference_digest(shards: Iterable[Shard]) -> dict[str, Any]:
                     out[str(sid)] = [session.hexdigest(), len(raws)]
             finally:
                 conn.execute("COMMIT")
-    return combine_digests([out])
+    return combine_digests([out], substring_coverage(shards))
 
 
 @st.composite
@@ -133,8 +135,8 @@ def test_helpers_digest_each_shard_as_the_caller_does(tmp_path: Path) -> None:
         by_helpers = digester.digest_files([os.fspath(s.path) for s in shard_set.shards])
         assert by_helpers == per_shard
         assert index_digest(shard_set, parallel=True) == expected
-        assert combine_digests(session_digests([s], parallel=True)
-                               for s in shard_set.shards) == expected
+        assert combine_digests((session_digests([s], parallel=True) for s in shard_set.shards),
+                               substring_coverage(shard_set.shards)) == expected
 
 
 def test_a_large_index_goes_to_the_helpers_by_default(tmp_path: Path,
