@@ -165,8 +165,6 @@ class ReferenceService:
             raise SessionReferenceError("query must be a string",
                                         code="SESSION_REFERENCE_INVALID_REFERENCE")
         target_cwd = self._target_header(target).get("cwd")
-        listing = [item["header"] for item in self.query.list_sessions()
-                   if item["header"]["id"] != target]
 
         def rank(header: Mapping[str, Any]) -> int:
             cwd = header.get("cwd")
@@ -174,9 +172,11 @@ class ReferenceService:
                 return 0
             return 1 if cwd is None else 2
 
-        ordered = sorted(listing, key=rank)  # stable: listing order breaks ties
-        if not query:
-            ordered = ordered[:limit]
+        if query:
+            listing = self._headers(None, None, target)
+            ordered = sorted(listing, key=rank)  # stable: listing order breaks ties
+        else:
+            ordered = self._first_candidates(target, target_cwd, limit, rank)
         rows = []
         for header in ordered:
             label = self._label(str(header["id"]))
@@ -190,6 +190,32 @@ class ReferenceService:
             rows = [r for r in rows if needle in str(r["sessionId"]).lower()
                     or needle in str(r.get("cwd", "")).lower() or needle in r["label"].lower()]
         return rows[:limit]
+
+    def _headers(self, cwd: Any, limit: int | None, target: str) -> list[dict[str, Any]]:
+        """Listing headers but the target's: all (`cwd` None) or those of one cwd, at most `limit`
+        of them before the target is left out."""
+        records = (self.query.list_sessions(limit=limit) if cwd is None
+                   else self.query.filter_sessions([{"kind": "cwd", "values": [cwd]}],
+                                                   limit=limit))
+        return [r["header"] for r in records if r["header"]["id"] != target]
+
+    def _first_candidates(self, target: str, target_cwd: Any, limit: int,
+                          rank: Callable[[Mapping[str, Any]], int]) -> list[dict[str, Any]]:
+        """The first `limit` of the listing ordered by `rank`, reading only that many sessions
+        of each rank: the same cwd's and the cwd-less first (each by a limited filter); the
+        others from the listing's head, which holds enough of them once those two came short."""
+        same = (self._headers(target_cwd, limit + 1, target)[:limit]
+                if target_cwd is not None else [])
+        cwdless = self._headers_without_cwd(limit + 1, target)[:limit]
+        if len(same) + len(cwdless) >= limit:
+            return [*same, *cwdless][:limit]
+        head = self._headers(None, limit + len(same) + len(cwdless) + 1, target)
+        others = [h for h in head if rank(h) == 2]
+        return [*same, *cwdless, *others][:limit]
+
+    def _headers_without_cwd(self, limit: int, target: str) -> list[dict[str, Any]]:
+        records = self.query.filter_sessions([{"kind": "cwd", "values": [None]}], limit=limit)
+        return [r["header"] for r in records if r["header"]["id"] != target]
 
     def _target_header(self, session_id: str) -> dict[str, Any]:
         """The target's header alone (a listing filter), without reading its whole log."""
