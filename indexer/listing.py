@@ -169,7 +169,7 @@ def describe(row: Mapping[str, Any], live: bool, summaries: Mapping[str, str]) -
     header = row["header"]
     session_id = str(header["id"])
     title, source = row.get("title"), "agent"
-    if title is None and session_id in summaries:
+    if title is None and needs_summary(row) and session_id in summaries:
         title, source = summaries[session_id], "summary"
     if title is None and row.get("prompt") is not None:
         title, source = row["prompt"], "prompt"
@@ -179,6 +179,27 @@ def describe(row: Mapping[str, Any], live: bool, summaries: Mapping[str, str]) -
             "eventCount": int(row.get("eventCount") or 0),
             "firstEventTime": row.get("firstEventTime"),
             "lastEventTime": row.get("lastEventTime")}
+
+
+#: What a title search reads of each session: the title's parts and the listing order's key.
+_TITLE_PARTS = ("SELECT s.id, s.title, s.prompt, s.agent, COALESCE(s.created_at, 0)"
+                " FROM sessions s WHERE s.header IS NOT NULL")
+
+
+def title_parts(conn: Conn, where: str = "", params: Sequence[Any] = ()) -> list[Row]:
+    """The rows a title search needs (no header: `id`, `title`, `prompt`, `agent`, `createdAt`)
+    of one shard's sessions (optionally filtered by SQL over `s`)."""
+    sql = _TITLE_PARTS + (f" AND {where}" if where else "")
+    return [{"id": i, "title": t, "prompt": p, "agent": a, "createdAt": c}
+            for i, t, p, a, c in conn.execute(sql, list(params))]
+
+
+def listing_title(row: Mapping[str, Any], summaries: Mapping[str, str]) -> str | None:
+    """The title `describe` gives a row (`id` the session id)."""
+    title = row.get("title")
+    if title is None and needs_summary(row):
+        title = summaries.get(str(row["id"]))
+    return title if title is not None else row.get("prompt")
 
 
 def sort_listing(items: list[dict[str, Any]]) -> list[dict[str, Any]]:

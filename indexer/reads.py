@@ -3,6 +3,7 @@ traces and metadata filters — answered from the stored rows without refolding 
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -34,9 +35,13 @@ from indexer.listing import (
     answer_shard_summaries,
     checked_limit,
     describe,
+    listing_title,
     needs_summary,
+    rows_by_id,
     shard_rows,
     sort_listing,
+    title_parts,
+    title_pattern,
 )
 from indexer.schema import SEQ, SURFACE, SURFACE_NAMES, TYPE
 from indexer.shard import Shard
@@ -101,21 +106,51 @@ class SessionReads:
                              for r in rows])
 
     def _listing(self, where: str, params: list[Any], now_ms: int,
-                 limit: int | None = None) -> list[dict[str, Any]]:
+                 limit: int | None = None, title: str | None = None) -> list[dict[str, Any]]:
         """With `limit`, each shard answers only its first `limit` rows in listing order: the
-        first `limit` of their merge are the listing's."""
+        first `limit` of their merge are the listing's. With `title`, the titles are matched
+        first and only the matching sessions' rows are read."""
+        shards = list(self.shardset)
+        if title is not None:
+            return self._titled(shards, where, params, now_ms, limit, title_pattern(title))
         rows: list[dict[str, Any]] = []
-        for shard in self.shardset:
+        for shard in shards:
             with shard.reader() as conn:
                 rows.extend(shard_rows(conn, where, params, limit))
         records = self.describe_rows(rows, now_ms)
         return records if limit is None else records[:limit]
 
-    def list_sessions(self, *, now_ms: int | None = None,
-                      limit: int | None = None) -> list[dict[str, Any]]:
+    def _titled(self, shards: list[Shard], where: str, params: list[Any], now_ms: int,
+                limit: int | None, pattern: re.Pattern[str]) -> list[dict[str, Any]]:
+        parts: list[list[dict[str, Any]]] = []
+        for shard in shards:
+            with shard.reader() as conn:
+                parts.append(title_parts(conn, where, params))
+        summaries = (self.summaries() if any(needs_summary(r) for part in parts for r in part)
+                     else {})
+        found: list[tuple[int, str, int]] = []
+        for k, part in enumerate(parts):
+            for row in part:
+                text = listing_title(row, summaries)
+                if text and pattern.search(str(text)):
+                    found.append((-int(row["createdAt"]), str(row["id"]), k))
+        found.sort()
+        wanted: list[list[str]] = [[] for _ in shards]
+        for _, session_id, k in found[:limit]:
+            wanted[k].append(session_id)
+        rows: list[dict[str, Any]] = []
+        for shard, ids in zip(shards, wanted, strict=True):
+            if ids:
+                with shard.reader() as conn:
+                    rows.extend(rows_by_id(conn, ids).values())
+        return self.describe_rows(rows, now_ms)
+
+    def list_sessions(self, *, now_ms: int | None = None, limit: int | None = None,
+                      title: str | None = None) -> list[dict[str, Any]]:
         """`[{header, live, persisted, title, titleSource, agent, eventCount, firstEventTime,
-        lastEventTime}]`, createdAt descending, then id ascending (the first `limit`)."""
-        return self._listing("", [], self._now_ms(now_ms), checked_limit(limit))
+        lastEventTime}]`, createdAt descending, then id ascending (the first `limit`; those
+        whose title matches `title`: indexer/listing.py `title_pattern`)."""
+        return self._listing("", [], self._now_ms(now_ms), checked_limit(limit), title)
 
     def _events(self, shard: Shard, conn: Conn, number: int) -> list[Any]:
         return [loads(raw) for _, raw in iter_session_raws(conn, shard.epoch, number)]
@@ -209,14 +244,15 @@ class SessionReads:
         return trace_lineage(headers, session_id)
 
     def filter_sessions(self, filters: Any, *, now_ms: int | None = None,
-                        limit: int | None = None) -> list[dict[str, Any]]:
+                        limit: int | None = None,
+                        title: str | None = None) -> list[dict[str, Any]]:
         """Sessions matching session filters (no full-text search), in listing order (the
-        first `limit`)."""
+        first `limit`; with `title`, those whose title matches it)."""
         now = self._now_ms(now_ms)
         clauses = validate_filters(filters, "session")
         check_budgets(clauses, within_session=False)
         sql, params = compile_clauses(clauses, live_since=now - self.config.live_window_ms)
-        return self._listing(" AND ".join(sql), params, now, checked_limit(limit))
+        return self._listing(" AND ".join(sql), params, now, checked_limit(limit), title)
 
     def index_digest(self) -> dict[str, Any]:
         """Layout-independent digest of the whole index (indexer.digest)."""

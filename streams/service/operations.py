@@ -93,12 +93,13 @@ def _list_sessions(backend: Backend, args: Mapping[str, Any]) -> list[dict[str, 
     title = args.get("title")
     if title is not None and not isinstance(title, str):
         raise SessionQueryError("title must be a string", code="SESSION_QUERY_INVALID_FILTER")
-    # Without a title search the limit goes to the shards, which then read only that many.
-    limit = args.get("limit") if title is None else None
-    records = (backend.query().filter_sessions(filters, now_ms=_now(args), limit=limit)
+    # The title search and the limit go to the shards, which then read only what is shown.
+    limit = args.get("limit")
+    records = (backend.query().filter_sessions(filters, now_ms=_now(args), limit=limit,
+                                               title=title)
                if filters is not None
-               else backend.query().list_sessions(now_ms=_now(args), limit=limit))
-    return select_listing(list(records), title=title, limit=args.get("limit"))
+               else backend.query().list_sessions(now_ms=_now(args), limit=limit, title=title))
+    return select_listing(list(records), title=title, limit=limit)
 
 
 #: Where each operation names one session (the argument, or inside `request`).

@@ -186,6 +186,22 @@ def test_an_own_title_beats_a_summary_and_titles_follow_new_events(tmp_path: Pat
     assert (leaf["title"], leaf["titleSource"]) == ("Branch janitor", "agent")
 
 
+@pytest.mark.parametrize("limit", [None, 1, 2])
+@pytest.mark.parametrize("text", ["shadow branch", "CLEANUP", "new", "work", "reset", "zzz"])
+def test_a_title_search_matches_the_listing_titles_summaries_included(
+        tmp_path: Path, text: str, limit: int | None) -> None:
+    older, newer = _claude_pair(tmp_path)
+    with Recall.open(tmp_path / "data", shards=3) as recall:
+        recall.ingest([older, newer])
+        full = recall.list_sessions()
+        found = recall.list_sessions(title=text, limit=limit)
+    words = text.lower().split()
+    expected = [r for r in full if r["title"] and " ".join(words) in str(r["title"]).lower()]
+    assert found == expected[:limit]
+    if text == "shadow branch":
+        assert [r["titleSource"] for r in found] == ["summary"]
+
+
 def test_titles_are_shortened_on_a_word_boundary() -> None:
     text = "word " * 40
     short = shorten(text)

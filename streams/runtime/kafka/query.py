@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from indexer import QueryService, ShardSet
 from indexer.digest import combine_digests, merge_coverage, session_digests, shard_coverage
-from indexer.listing import checked_limit
+from indexer.listing import checked_limit, select_listing
 from indexer.routing import shard_of
 from indexer.scatter import (
     Coordinator,
@@ -127,21 +127,22 @@ class RemoteQuery:
             raise SessionQueryError("request must be an object", code="SESSION_QUERY_INVALID_QUERY")
         return dict(self._route("search_events", args))
 
-    def list_sessions(self, *, now_ms: int | None = None,
-                      limit: int | None = None) -> list[dict[str, Any]]:
-        return self.filter_sessions(None, now_ms=now_ms, limit=limit)
+    def list_sessions(self, *, now_ms: int | None = None, limit: int | None = None,
+                      title: str | None = None) -> list[dict[str, Any]]:
+        return self.filter_sessions(None, now_ms=now_ms, limit=limit, title=title)
 
     def filter_sessions(self, filters: Any, *, now_ms: int | None = None,
-                        limit: int | None = None) -> list[dict[str, Any]]:
+                        limit: int | None = None,
+                        title: str | None = None) -> list[dict[str, Any]]:
         now = self._now(now_ms)
         if filters is not None:
             self.coordinator.check_listing_filters(filters)
         checked = checked_limit(limit)
+        # A title search needs every shard's titles (summaries cross shards): no limit inward.
         answers = self.scatter("shard.listing", {
             "filters": filters, "liveSince": now - self.coordinator.config.live_window_ms,
-            "limit": checked})
-        records = self.coordinator.listing(answers, now)
-        return records if checked is None else records[:checked]
+            "limit": checked if title is None else None})
+        return select_listing(self.coordinator.listing(answers, now), title=title, limit=checked)
 
     def trace_session(self, session_id: str) -> dict[str, Any]:
         return self.coordinator.trace_session(self.scatter("shard.headers", {}), session_id)

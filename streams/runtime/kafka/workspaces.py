@@ -25,7 +25,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from indexer.errors import SESSION_NOT_FOUND, query_error
-from indexer.listing import checked_limit
+from indexer.listing import select_listing
 from projections.codec import loads
 from projections.errors import (
     STREAM_REQUEST_FORBIDDEN,
@@ -203,19 +203,20 @@ class WorkspaceQuery:
     # --- listings and cross-session search: the workspaces' sessions only ---------------------
 
     def filter_sessions(self, filters: Any, *, now_ms: int | None = None,
-                        limit: int | None = None) -> list[dict[str, Any]]:
-        # The limit applies after the workspace check (`_keep`), so it is not passed inward.
+                        limit: int | None = None,
+                        title: str | None = None) -> list[dict[str, Any]]:
+        # The title search and the limit apply after the workspace check (`_keep`), so they
+        # are not passed inward.
         if filters is not None and not isinstance(filters, list):
             kept = self._keep(self.inner.filter_sessions(filters, now_ms=now_ms))
         else:
             scoped = [*(filters or []), self._cwd_filter()]
             kept = self._keep(self.inner.filter_sessions(scoped, now_ms=now_ms))
-        checked = checked_limit(limit)
-        return kept if checked is None else kept[:checked]
+        return select_listing(kept, title=title, limit=limit)
 
-    def list_sessions(self, *, now_ms: int | None = None,
-                      limit: int | None = None) -> list[dict[str, Any]]:
-        return self.filter_sessions(None, now_ms=now_ms, limit=limit)
+    def list_sessions(self, *, now_ms: int | None = None, limit: int | None = None,
+                      title: str | None = None) -> list[dict[str, Any]]:
+        return self.filter_sessions(None, now_ms=now_ms, limit=limit, title=title)
 
     def search_sessions(self, request: Any, *, now_ms: int | None = None) -> dict[str, Any]:
         if not isinstance(request, Mapping) or not isinstance(
