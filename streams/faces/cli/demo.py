@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import shlex
 import shutil
@@ -16,6 +17,7 @@ from rich.table import Table
 
 from projections import classify_surfaces, extract_text, model_transcript, parse_log
 from projections.codec import dumps, dumps_pretty
+from projections.errors import MissingExtra
 from streams.facade import Recall
 
 CI_SESSION = "ci-billing-2025-11-24"
@@ -68,6 +70,10 @@ def run_demo(console: Console, *, as_json: bool = False, data_dir: Path | None =
         console.print("\n[bold]Then see it in a browser[/bold] (the greyed stack trace, the "
                       "search hit that finds it, the reference preview):")
         console.print(f"  {summary['ui']}", markup=False, highlight=False, soft_wrap=True)
+        if importlib.util.find_spec("jinja2") is None:
+            # `make demo` installs the package alone; the web page is the ui extra.
+            console.print(f"  (first: {MissingExtra('ui', 'jinja2').hint})", markup=False,
+                          highlight=False, soft_wrap=True)
 
 
 def _run(recall: Recall, console: Console, *, as_json: bool) -> dict[str, Any]:
