@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from projections.lazy import lazy_getattr
 
 if TYPE_CHECKING:
     from projections.documents import Document, document_for, to_documents
@@ -65,12 +66,7 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    if name not in _WHERE:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(_WHERE[name]), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(globals(), _WHERE)
 
 __all__ = [
     "KNOWN_EVENT_TYPES",

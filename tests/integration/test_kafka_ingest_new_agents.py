@@ -7,10 +7,8 @@ from __future__ import annotations
 
 import os
 import shutil
-import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import apsw
 import pytest
@@ -18,6 +16,7 @@ import pytest
 from streams.core.settings import Settings
 from streams.facade import Recall
 from tests.integration.kafkaio import WorkerProcess
+from tests.integration.test_kafka_contract import wait_indexed
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
 
@@ -39,22 +38,6 @@ def _tree(root: Path) -> tuple[Path, Path]:
     kimi.write_bytes(b"".join(KIMI.read_bytes().splitlines(keepends=True)[:20]))
     os.utime(kimi, ns=(MTIME_NS, MTIME_NS))
     return kimi, crush
-
-
-def _wait_indexed(recall: Recall, counts: dict[str, int], worker: WorkerProcess,
-                  timeout_s: float = 120.0) -> None:
-    deadline = time.time() + timeout_s
-    last: Any = None
-    while time.time() < deadline:
-        try:
-            have = {sid: len(recall.read_session(sid)["events"]) for sid in counts}
-            last = {sid: (n, counts[sid]) for sid, n in have.items() if n != counts[sid]}
-            if not last:
-                return
-        except Exception as exc:
-            last = exc
-        time.sleep(0.5)
-    raise AssertionError(f"not indexed in {timeout_s}s: {last!r}\n{worker.log_tail()}")
 
 
 def test_kafka_ingest_of_the_new_agents_equals_the_embedded_ingest(
@@ -91,7 +74,7 @@ def test_kafka_ingest_of_the_new_agents_equals_the_embedded_ingest(
                       for s in embedded.list_sessions()}
             assert {sid.split(":", 1)[0] for sid in counts} == {
                 "pi", "continue", "roo-code", "kimi-cli", "openhands", "crush"}
-            _wait_indexed(kafka, counts, worker)
+            wait_indexed(kafka, counts, worker)
             assert [d["code"] for d in kafka.dead_letters()] == []
             assert kafka.index_digest() == embedded.index_digest()
     finally:

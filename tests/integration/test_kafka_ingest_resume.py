@@ -17,6 +17,7 @@ import pytest
 from streams.core.settings import Settings
 from streams.facade import Recall
 from tests.integration.kafkaio import WorkerProcess
+from tests.integration.test_kafka_contract import wait_indexed
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(240)]
 
@@ -62,22 +63,6 @@ def _write(root: Path, step: int) -> list[Path]:
     return [history, gemini, opencode]
 
 
-def _wait_indexed(recall: Recall, counts: dict[str, int], worker: WorkerProcess,
-                  timeout_s: float = 120.0) -> None:
-    deadline = time.time() + timeout_s
-    last: Any = None
-    while time.time() < deadline:
-        try:
-            have = {sid: len(recall.read_session(sid)["events"]) for sid in counts}
-            last = {sid: (n, counts[sid]) for sid, n in have.items() if n != counts[sid]}
-            if not last:
-                return
-        except Exception as exc:
-            last = exc
-        time.sleep(0.5)
-    raise AssertionError(f"not indexed in {timeout_s}s: {last!r}\n{worker.log_tail()}")
-
-
 def _hits(recall: Recall, text: str) -> list[tuple[str, int]]:
     """Every (session, seq) of an event holding `text`, from each session's events."""
     out = []
@@ -114,7 +99,7 @@ def test_kafka_ingest_of_grown_files_equals_the_embedded_ingest(
             assert again["unchanged"] == 3 and again["eventsAdded"] == 0, again
         counts = {s["header"]["id"]: len(embedded.read_session(s["header"]["id"])["events"])
                   for s in embedded.list_sessions()}
-        _wait_indexed(kafka, counts, worker)
+        wait_indexed(kafka, counts, worker)
         # the grown block's new line and the new block are searchable, each once
         for text in ("Rottnest island", "Wombats dig", "Quokkas are small"):
             found = _hits(kafka, text)
@@ -142,7 +127,7 @@ def test_an_imported_event_over_the_cap_is_parked_by_both_runtimes(
         embedded.ingest([source])
         counts = {s["header"]["id"]: len(embedded.read_session(s["header"]["id"])["events"])
                   for s in embedded.list_sessions()}
-        _wait_indexed(kafka, counts, worker)
+        wait_indexed(kafka, counts, worker)
         deadline = time.time() + 60
         while not kafka.dead_letters() and time.time() < deadline:
             time.sleep(0.5)
