@@ -10,19 +10,17 @@ from typing import Any, TypeVar
 
 import click
 from rich.cells import cell_len
-from rich.console import Console
 from rich.text import Text
 
 from projections.codec import dumps_pretty
 from streams.core.settings import Settings
 from streams.facade import Recall
+from streams.faces.cli.pipes import make_console
 from streams.faces.textsafe import visible
 
 F = TypeVar("F", bound=Callable[..., Any])
-# soft_wrap: a line is never broken by us (piped: one record per line, full ids; a terminal
-# wraps long lines itself, so a copied id or cursor stays whole).
-console = Console(highlight=False, soft_wrap=True)
-err_console = Console(stderr=True, highlight=False, soft_wrap=True)
+console = make_console()
+err_console = make_console(stderr=True)
 
 
 def emit_json(value: Any) -> None:

@@ -23,6 +23,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
+from streams.faces.cli.pipes import closed_pipe, make_console
+
 #: The options each command takes on this path: name -> takes a value.
 _OPTIONS: dict[str, dict[str, bool]] = {
     "search": {"--json": False, "--limit": True},
@@ -35,8 +37,6 @@ _RICH_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "JUPYTER_COLUMN
 #: Characters besides printable ASCII that the plain writer prints as rich does (one cell).
 _PLAIN_EXTRA = "—·…"
 _PLAIN = re.compile(f"[\x20-\x7e{_PLAIN_EXTRA}]*")
-#: A shell's status for a process that SIGPIPE ended (as streams/faces/cli/main.py).
-EXIT_CLOSED_PIPE = 128 + 13
 
 
 class Command:
@@ -157,22 +157,12 @@ def _sessions(command: Command, reader: Any) -> tuple[Any, list[str] | None]:
     return listing, _columns(rows)
 
 
-def _closed_pipe() -> int:
-    """The reader of stdout went away: stdout to /dev/null, the status a shell reports."""
-    import contextlib
-
-    with contextlib.suppress(OSError, ValueError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    return EXIT_CLOSED_PIPE
-
-
 def _write(text: str) -> int:
     try:
         sys.stdout.write(text)
         sys.stdout.flush()
     except BrokenPipeError:
-        return _closed_pipe()
+        return closed_pipe()
     return 0
 
 
@@ -224,20 +214,15 @@ def run(argv: Sequence[str]) -> int | None:
 
 def _rich_lines(lines: list[list[tuple[str, str]]]) -> int:
     """The lines as the full CLI's console prints them (a terminal, or text rich changes)."""
-    from rich.console import Console
     from rich.text import Text
 
-    console = Console(highlight=False, soft_wrap=True)  # as streams/faces/cli/common.py
+    console = make_console()
     try:
         for parts in lines:
             console.print(Text.assemble(*parts), soft_wrap=True)
         sys.stdout.flush()
     except BrokenPipeError:
-        return _closed_pipe()
-    except SystemExit:
-        if console.quiet:  # rich's Console.on_broken_pipe
-            return _closed_pipe()
-        raise
+        return closed_pipe()
     return 0
 
 

@@ -10,10 +10,8 @@ reported as RECALL_INTERNAL_ERROR. Untrusted text is printed as data (streams/fa
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -58,6 +56,7 @@ from streams.faces.cli.common import (
     say,
     say_lines,
 )
+from streams.faces.cli.pipes import closed_pipe
 from streams.faces.cli.progress import count_progress, ingest_progress
 from streams.faces.textsafe import encodable, visible
 
@@ -77,20 +76,6 @@ def _render_error(code: str, message: str, hint: str, as_json: bool) -> None:
         line += f" — next: {visible(hint)}"
     sys.stderr.write(line + "\n")
     sys.stderr.flush()
-
-
-#: A shell's status for a process that SIGPIPE ended: what `yes | head -1` reports for `yes`.
-EXIT_CLOSED_PIPE = 128 + 13
-
-
-def _closed_pipe() -> int:
-    """The reader of stdout went away (`recall sessions | head -1`): end quietly, with the status
-    a shell reports for a writer SIGPIPE ends (128 + 13), and stdout pointed at /dev/null so the
-    interpreter's own flush at exit has nothing to complain about."""
-    with contextlib.suppress(OSError, ValueError):
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-    return EXIT_CLOSED_PIPE
 
 
 class RecallGroup(click.Group):
@@ -120,15 +105,9 @@ class RecallGroup(click.Group):
             sys.stderr.write("interrupted\n")
             status = 130
         except BrokenPipeError:
-            status = _closed_pipe()
+            status = closed_pipe()
         except BaseException as exc:
             if isinstance(exc, SystemExit):
-                # rich's Console.on_broken_pipe: goes quiet, then SystemExit(1)
-                if exc.code == 1 and console.quiet:
-                    status = _closed_pipe()
-                    if standalone_mode:
-                        sys.exit(status)
-                    return status
                 raise
             error = self._as_recall_error(exc)
             _render_error(error.code, error.message, error.hint, as_json)
@@ -137,7 +116,7 @@ class RecallGroup(click.Group):
             try:
                 sys.stdout.flush()  # what is still buffered meets a closed pipe here, not at exit
             except BrokenPipeError:
-                status = _closed_pipe()
+                status = closed_pipe()
             sys.exit(status)
         return status
 
