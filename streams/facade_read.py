@@ -45,19 +45,10 @@ class Reader:
     def list_sessions(self, *, cwd: str | None = None, agent: str | None = None,
                       title: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         """As `Recall.list_sessions(cwd=, agent=, title=, limit=)`."""
-        clauses: list[dict[str, Any]] = []
-        if cwd is not None:
-            clauses.append({"kind": "cwd-tree", "values": [cwd]})
-        if agent is not None:
-            clauses.append({"kind": "agent", "values": [agent]})
-        args: dict[str, Any] = {}
-        if clauses:
-            args["filters"] = clauses
-        if title is not None:
-            args["title"] = title
-        if limit is not None:
-            args["limit"] = limit
-        return list(self.call("list_sessions", args))
+        from streams.facade import listing_args
+
+        return list(self.call("list_sessions", listing_args(cwd=cwd, agent=agent, title=title,
+                                                            limit=limit)))
 
     def close(self) -> None:
         self._query.close()
