@@ -56,27 +56,6 @@ _CAMEL = {"session_filters": "sessionFilters", "event_filters": "eventFilters",
           "session_id": "sessionId"}
 
 
-def listing_args(*, cwd: str | None = None, agent: str | None = None, title: str | None = None,
-                 limit: int | None = None, filters: Sequence[Mapping[str, Any]] | None = None,
-                 now_ms: int | None = None) -> dict[str, Any]:
-    """The `list_sessions` operation's arguments for `Recall.list_sessions`' options."""
-    clauses = [dict(f) for f in filters or []]
-    if cwd is not None:
-        clauses.append({"kind": "cwd-tree", "values": [cwd]})
-    if agent is not None:
-        clauses.append({"kind": "agent", "values": [agent]})
-    args: dict[str, Any] = {}
-    if clauses or filters is not None:
-        args["filters"] = clauses
-    if title is not None:
-        args["title"] = title
-    if limit is not None:
-        args["limit"] = limit
-    if now_ms is not None:
-        args["nowMs"] = now_ms
-    return args
-
-
 def build_request(query: str | None, request: Mapping[str, Any] | None,
                   **kwargs: Any) -> dict[str, Any]:
     """A spec request (camelCase) from a request dict and/or snake_case keyword arguments."""
@@ -436,6 +415,8 @@ class Recall:
         `agent`: e.g. `claude-code` or `dsh` (native logs); `title`: a literal,
         case-insensitive search of the titles; `filters`: any session filters (PROTOCOL §3.4 and
         the extensions of docs/PROTOCOL.md)."""
+        from streams.service.operations import listing_args
+
         return list(self.backend.call("list_sessions", listing_args(
             cwd=cwd, agent=agent, title=title, limit=limit, filters=filters, now_ms=now_ms)))
 

@@ -45,7 +45,7 @@ class Reader:
     def list_sessions(self, *, cwd: str | None = None, agent: str | None = None,
                       title: str | None = None, limit: int | None = None) -> list[dict[str, Any]]:
         """As `Recall.list_sessions(cwd=, agent=, title=, limit=)`."""
-        from streams.facade import listing_args
+        from streams.service.operations import listing_args
 
         return list(self.call("list_sessions", listing_args(cwd=cwd, agent=agent, title=title,
                                                             limit=limit)))

@@ -10,7 +10,7 @@ prefix, such as a Claude Code UUID) names; references resolve their sessions bef
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Protocol
 
 from indexer.listing import select_listing
@@ -240,3 +240,24 @@ def dispatch(backend: Backend, op: str, args: Mapping[str, Any]) -> Any:
         if resolved == named:
             raise  # the session exists: what was not found is something else
         return handler(backend, _with_session(op, args, resolved))
+
+
+def listing_args(*, cwd: str | None = None, agent: str | None = None, title: str | None = None,
+                 limit: int | None = None, filters: Sequence[Mapping[str, Any]] | None = None,
+                 now_ms: int | None = None) -> dict[str, Any]:
+    """The `list_sessions` operation's arguments for `Recall.list_sessions`' options."""
+    clauses = [dict(f) for f in filters or []]
+    if cwd is not None:
+        clauses.append({"kind": "cwd-tree", "values": [cwd]})
+    if agent is not None:
+        clauses.append({"kind": "agent", "values": [agent]})
+    args: dict[str, Any] = {}
+    if clauses or filters is not None:
+        args["filters"] = clauses
+    if title is not None:
+        args["title"] = title
+    if limit is not None:
+        args["limit"] = limit
+    if now_ms is not None:
+        args["nowMs"] = now_ms
+    return args
