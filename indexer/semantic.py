@@ -6,7 +6,8 @@ model's own tokenizer.json (shipped here, indexer/models/). Nothing is fetched a
 
 Vectors are deterministic: each chunk runs through the model alone (no padding, one intra-op
 thread), so a text's vector bytes never depend on what else was embedded with it, in which
-batch, in which runtime. Each chunk's mean-pooled, L2-normalized vector is stored as int4
+batch, in which runtime. Throughput comes from running several chunks at once, each on its own
+thread (`embed_many`), not from batching them into one padded tensor. Each chunk's mean-pooled, L2-normalized vector is stored as int4
 (scaled so its largest component is ±7, two per byte: 192 bytes), which ranked the labeled
 queries of bench/semantic.py as well as int8 did at half the bytes; scores are cosines of the
 stored vectors with the query's int8 vector.
@@ -14,7 +15,10 @@ stored vectors with the query's int8 vector.
 
 from __future__ import annotations
 
+import os
 import threading
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from importlib import import_module
 from importlib.util import find_spec
 from pathlib import Path
@@ -39,6 +43,9 @@ MAX_CHARS = 4_000
 #: Texts shorter than this (after stripping) carry too little meaning for a vector of their own
 #: ("ok", "yes", "continue"); they stay findable by the lexical index.
 MIN_CHARS = 12
+#: Chunks run through the model at once in `embed_many`, each on its own thread (one intra-op
+#: thread each, so the arithmetic is the same as a lone run's).
+EMBED_THREADS = max(1, min(4, os.cpu_count() or 1))
 #: Event types embedded: the ones a person recalls by meaning. Tool output only on request.
 EMBEDDED_TYPES = frozenset({"user/message", "assistant/message", "compaction/summary",
                             "session/title", "claude-code/summary"})
@@ -59,6 +66,10 @@ class Embedder(Protocol):
 
     def embed(self, text: str) -> list[bytes]:
         """Packed int4 vectors (VECTOR_BYTES each) of the text's chunks; [] for no text."""
+        ...
+
+    def embed_many(self, texts: Sequence[str]) -> list[list[bytes]]:
+        """`embed` of each text (the same bytes), computed together."""
         ...
 
     def embed_query(self, text: str) -> Any:
@@ -125,29 +136,64 @@ class OnnxEmbedder:
         options.log_severity_level = 3
         self._session = ort.InferenceSession(str(package.model_path()), sess_options=options,
                                              providers=["CPUExecutionProvider"])
-        self._lock = threading.Lock()
+        # (InferenceSession.run is thread-safe and releases the GIL: one session serves them all)
+        self._pool: ThreadPoolExecutor | None = None
+        self._pool_lock = threading.Lock()
 
-    def _chunks(self, text: str) -> list[list[int]]:
-        ids = self._tokenizer.encode(text[:MAX_CHARS], add_special_tokens=False).ids
+    @staticmethod
+    def _split(ids: Sequence[int]) -> list[list[int]]:
         body = CHUNK_TOKENS - 2
         cls, sep = 101, 102  # [CLS], [SEP] in the model's vocabulary
         return [[cls, *ids[at:at + body], sep]
                 for at in range(0, min(len(ids), body * MAX_CHUNKS), body)]
+
+    def _chunks(self, text: str) -> list[list[int]]:
+        return self._split(self._tokenizer.encode(text[:MAX_CHARS],
+                                                  add_special_tokens=False).ids)
 
     def _vector(self, ids: list[int]) -> Any:
         np = self._np
         row = np.asarray([ids], dtype=np.int64)
         feeds = {"input_ids": row, "attention_mask": np.ones_like(row),
                  "token_type_ids": np.zeros_like(row)}
-        with self._lock:
-            hidden = self._session.run(None, feeds)[0][0]
+        hidden = self._session.run(None, feeds)[0][0]
         pooled = hidden.mean(axis=0, dtype=np.float32)
         return pooled / max(float(np.linalg.norm(pooled)), 1e-12)
+
+    def _packed(self, ids: list[int]) -> bytes:
+        return pack4(self._np, self._vector(ids))
 
     def embed(self, text: str) -> list[bytes]:
         if len(text.strip()) < MIN_CHARS:
             return []
-        return [pack4(self._np, self._vector(ids)) for ids in self._chunks(text)]
+        return [self._packed(ids) for ids in self._chunks(text)]
+
+    def embed_many(self, texts: Sequence[str]) -> list[list[bytes]]:
+        wanted = [at for at, text in enumerate(texts) if len(text.strip()) >= MIN_CHARS]
+        out: list[list[bytes]] = [[] for _ in texts]
+        if not wanted:
+            return out
+        encoded = self._tokenizer.encode_batch([texts[at][:MAX_CHARS] for at in wanted],
+                                               add_special_tokens=False)
+        chunks = [(at, ids) for at, enc in zip(wanted, encoded, strict=True)
+                  for ids in self._split(enc.ids)]
+        if len(chunks) == 1 or EMBED_THREADS == 1:
+            packed = [self._packed(ids) for _, ids in chunks]
+        else:
+            # longest first, so no thread is left with a long chunk at the end
+            order = sorted(range(len(chunks)), key=lambda n: -len(chunks[n][1]))
+            results = dict(zip(order, self._executor().map(
+                lambda n: self._packed(chunks[n][1]), order), strict=True))
+            packed = [results[n] for n in range(len(chunks))]
+        for (at, _), vector in zip(chunks, packed, strict=True):
+            out[at].append(vector)
+        return out
+
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._pool_lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(EMBED_THREADS, thread_name_prefix="recall-embed")
+            return self._pool
 
     def embed_query(self, text: str) -> Any:
         chunks = self._chunks(text)

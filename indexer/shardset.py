@@ -233,12 +233,15 @@ class ShardSet:
             apply_positions,
             apply_records,
             bump_generation,
+            embed_ahead,
             refresh_substring,
         )
 
         begun: list[Shard] = []
         changed_any = False
         try:
+            # the model runs before any shard's transaction opens (none is locked meanwhile)
+            embed_ahead((self._writers[k], records) for k, records in by_shard.items())
             for shard in self.shards:
                 if shard.index not in by_shard and shard.index not in pos_by_shard:
                     continue

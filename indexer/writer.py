@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import bisect
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -67,6 +67,8 @@ class ShardWriter:
         #: the shard's vectors setting: events of the types it names get vectors
         self.semantic = semantic
         self._embedder: Embedder | None = None
+        #: text → its vectors, embedded before the transaction opened (`embed_ahead`)
+        self.ahead: dict[str, list[bytes]] = {}
         self.blocks = BlockWriter(conn, epoch)
         self._sessions: dict[str, int] = {}
         self._types: dict[str, int] = {}
@@ -153,9 +155,14 @@ class ShardWriter:
         """Vectors of (event id, text) — the redacted text the FTS rows get — beside them."""
         if not docs:
             return
-        if self._embedder is None:
-            self._embedder = load_embedder()
-        rows = [(eid, vector) for eid, text in docs for vector in self._embedder.embed(text)]
+        ahead = self.ahead
+        missing = list(dict.fromkeys(text for _, text in docs if text not in ahead))
+        if missing:  # (not embedded ahead: a replay's changed event, a direct apply_records)
+            if self._embedder is None:
+                self._embedder = load_embedder()
+            ahead = {**ahead, **dict(zip(missing, self._embedder.embed_many(missing),
+                                         strict=True))}
+        rows = [(eid, vector) for eid, text in docs for vector in ahead[text]]
         if rows:
             self.conn.executemany("INSERT INTO vectors(event, v) VALUES (?, ?)", rows)
 
@@ -492,6 +499,38 @@ class _Appends:
         self.naming.flush(conn)
         self.rows, self.at, self.raws, self.docs, self.totals = [], {}, {}, [], {}
         self.vectors = []
+
+
+def embed_ahead(batches: Iterable[tuple[ShardWriter, Sequence[IndexRecord]]]) -> None:
+    """Embed the texts these records will give vectors, before any write transaction opens.
+
+    The model is the slow part of a write with vectors: run outside the transaction, no shard
+    is locked meanwhile, and all shards' texts go to the model at once (`embed_many` keeps the
+    cores busy). Each writer keeps its own until the next call; `insert_vectors` takes them
+    from there and embeds whatever is missing itself. Events already stored (a replay) are
+    skipped: they mostly change nothing, and one that does is embedded when it is written."""
+    wanted: dict[str, list[ShardWriter]] = {}
+    for w, records in batches:
+        w.ahead = {}
+        if w.semantic == OFF:
+            continue
+        tops: dict[str, int] = {}
+        for record in records:
+            if not (isinstance(record, EventRecord) and record.text and w.embeds(record.type)):
+                continue
+            top = tops.get(record.session_id)
+            if top is None:
+                row = w.conn.execute("SELECT top_seq FROM sessions WHERE id = ?",
+                                     (record.session_id,)).fetchone()
+                top = tops[record.session_id] = -1 if row is None else int(row[0])
+            if record.seq > top:
+                wanted.setdefault(record.text, []).append(w)
+    if not wanted:
+        return
+    texts = list(wanted)
+    for text, vectors in zip(texts, load_embedder().embed_many(texts), strict=True):
+        for w in wanted[text]:
+            w.ahead[text] = vectors
 
 
 def apply_records(w: ShardWriter, records: Iterable[IndexRecord], *,

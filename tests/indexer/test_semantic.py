@@ -102,6 +102,46 @@ def test_a_reindex_writes_the_same_vector_bytes(make_index: Index) -> None:
     assert first and first == vectors(one_by_one)
 
 
+def test_embedding_many_texts_at_once_gives_each_text_its_lone_vectors() -> None:
+    model = semantic.load_embedder()
+    texts = [FLAKY, "ok", " ".join(f"word{i}" for i in range(400)), FLAKY,
+             "rotate the postgres credentials before the audit", ""]
+    together = model.embed_many(texts)
+    assert together == [model.embed(text) for text in texts]
+    assert [len(v) for v in together] == [1, 0, semantic.MAX_CHUNKS, 1, 1, 0]
+    assert model.embed_many([]) == []
+
+
+def test_the_model_runs_while_no_shard_is_in_a_write_transaction(
+        make_index: Index, monkeypatch: pytest.MonkeyPatch) -> None:
+    shards, service = make_index(shards=3, semantic=ON)
+    model = semantic.load_embedder()
+    calls: list[int] = []
+
+    class Watching:
+        model_id = model.model_id
+
+        def embed(self, text: str) -> list[bytes]:
+            raise AssertionError("one text at a time inside the transaction")
+
+        def embed_many(self, texts: Any) -> list[list[bytes]]:
+            assert not any(s.writer.in_transaction for s in shards.shards)
+            calls.append(len(texts))
+            return model.embed_many(texts)
+
+        def embed_query(self, text: str) -> Any:
+            return model.embed_query(text)
+
+    monkeypatch.setattr(semantic, "_loaded", Watching())
+    records = corpus_records()
+    shards.write_batch(records, {})
+    assert calls == [len([t for texts in CORPUS.values() for t in texts])]  # one call, ahead
+    shards.write_batch(records, {})  # a replay: nothing new to embed
+    assert len(calls) == 1
+    page = service.search_sessions({"query": "flaky login test", "mode": "semantic"})
+    assert hits(page)[0] == ("claude-code:s-auth", 0)
+
+
 def test_int4_vectors_pack_and_unpack_exactly() -> None:
     import numpy as np
 
