@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from projections.errors import SessionQueryError
 
 INDEX_FAILED = "SESSION_QUERY_INDEX_FAILED"
@@ -19,11 +21,31 @@ EVENT_NOT_FOUND = "SESSION_QUERY_EVENT_NOT_FOUND"
 SOURCE_CONFLICT = "SESSION_QUERY_SOURCE_CONFLICT"
 #: ours (PROTOCOL's SESSION_QUERY_* set is closed): a query over `MAX_QUERY_CHARS`
 QUERY_TOO_LONG = "RECALL_QUERY_TOO_LONG"
+#: ours: a substring search where the shards' substring (trigram) index was never built and the
+#: read may not build it
+SUBSTRING_INDEX_MISSING = "RECALL_SUBSTRING_INDEX_MISSING"
+#: The command that builds the substring index, named by every error that needs it.
+BUILD_SUBSTRING_COMMAND = "recall index substring"
 
 
 def query_error(code: str, message: str, *, hint: str | None = None) -> SessionQueryError:
     """A SessionQueryError with `code`; callers `raise` it so the raise site stays visible."""
     return SessionQueryError(message, code=code, hint=hint)
+
+
+def substring_missing(shards: Sequence[int], *, read_only: bool = False) -> SessionQueryError:
+    """The answer of a substring search that needs the substring index on `shards`, which lack
+    it: an error, never the partial answer the CJK-only trigram index would give."""
+    named = ("shard " if len(shards) == 1 else "shards ") + ", ".join(map(str, sorted(shards)))
+    if read_only:
+        return query_error(SUBSTRING_INDEX_MISSING, "substring search needs the substring index, "
+                           f"which this read-only index lacks ({named})",
+                           hint=f"run `{BUILD_SUBSTRING_COMMAND}` where the data dir is writable, "
+                           "or search whole words")
+    return query_error(SUBSTRING_INDEX_MISSING, "substring search needs the substring index, "
+                       f"which {named} {'lacks' if len(shards) == 1 else 'lack'} (a search never builds it)",
+                       hint=f"run `{BUILD_SUBSTRING_COMMAND}` once (writers keep it current from "
+                       "then on), or search whole words")
 
 
 class SourceConflict(SessionQueryError):

@@ -14,7 +14,7 @@ from typing import Any
 
 from indexer.config import IndexConfig
 from indexer.cursor import decode_cursor, encode_cursor, require_generation
-from indexer.errors import INVALID_QUERY, query_error
+from indexer.errors import INVALID_QUERY, query_error, substring_missing
 from indexer.filters import check_budgets, compile_clauses, validate_filters
 from indexer.lineage import trace_lineage
 from indexer.listing import (
@@ -44,11 +44,17 @@ def cursor_instance(key: bytes) -> str:
 
 
 def answer_shard_search(shard: Shard, plan: Mapping[str, Any]) -> dict[str, Any]:
-    """Owner side: this shard's generation and top `plan.fetch` candidates, consistently."""
+    """Owner side: this shard's generation and top `plan.fetch` candidates, consistently.
+
+    A substring search on a shard whose trigram index holds only CJK documents is
+    RECALL_SUBSTRING_INDEX_MISSING, never built here (a read) nor answered from what the index
+    holds (the coordinator would merge a silently incomplete answer)."""
     with shard.reader() as conn:
         conn.execute("BEGIN")
         try:
             meta = shard.meta(conn)
+            if plan.get("mode") == "substring" and not meta.substring:
+                raise substring_missing([shard.index])
             candidates = search_shard(conn, shard.epoch, dict(plan))
         finally:
             conn.execute("COMMIT")
@@ -128,7 +134,8 @@ class Coordinator:
         plan = {"scope": "sessions", "sessionId": None, "query": req["query"],
                 "sessionFilters": req["sessionFilters"], "eventFilters": req["eventFilters"],
                 "liveSince": now_ms - self.config.live_window_ms, "index": req["index"],
-                "snippetChars": self.config.snippet_chars, "fetch": offset + req["limit"] + 1}
+                "mode": req["mode"], "snippetChars": self.config.snippet_chars,
+                "fetch": offset + req["limit"] + 1}
         answers = scatter(plan)
         generation = ",".join(str(a["generation"]) for a in answers)
         if state is not None:

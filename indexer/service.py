@@ -7,7 +7,7 @@ import hashlib
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -24,6 +24,7 @@ from indexer.errors import (
     SESSION_NOT_FOUND,
     STALE_CURSOR,
     query_error,
+    substring_missing,
 )
 from indexer.filters import canonical_filters, check_budgets, validate_filters
 from indexer.listing import describe, needs_summary
@@ -146,11 +147,15 @@ class QueryService(SessionReads):
 
     def __init__(self, shardset: ShardSet, config: IndexConfig | None = None, *,
                  clock: Callable[[], float] = time.time,
-                 progress: Progress | None = None) -> None:
+                 progress: Progress | None = None, build_substring: bool = True) -> None:
         """`progress(shard, done, total)` reports an index build a request needs first (the
-        substring index of an index created without it)."""
+        substring index of an index created without it). With `build_substring` false a
+        search never builds: one that needs the substring index where it is missing is
+        RECALL_SUBSTRING_INDEX_MISSING (a Kafka shard owner: a read must not turn into a long
+        write inside a query worker; `build_substring_index` is the explicit step)."""
         super().__init__(shardset, config or shardset.config, clock=clock)
         self.progress = progress
+        self.build_substring = build_substring
         self.instance = hashlib.blake2b(shardset.key, digest_size=12, person=b"recall-cursor").hexdigest()
         self.snapshots = SnapshotRegistry(self.config.snapshot_retention_s,
                                           self.config.max_snapshots, clock=clock)
@@ -174,9 +179,30 @@ class QueryService(SessionReads):
             if any(s.semantic == OFF for s in self.shardset):
                 raise dense.unavailable()
         if req["mode"] == "substring" and not self.shardset.has_substring():
-            # An index created without substring coverage: build it now, once (issue 13).
-            self.shardset.ensure_substring(self.progress)
+            if self.build_substring:
+                # An index created without substring coverage: build it now, once.
+                self.shardset.ensure_substring(self.progress)
+            else:
+                # Only the shards this search reads: a Kafka owner answers for its own.
+                wanted = (None if scope == "sessions"
+                          else [self.shardset.shard_for(req["sessionId"]).index])
+                lacking = self.shardset.lacking_substring(wanted)
+                if lacking:
+                    raise substring_missing(lacking)
         return req
+
+    def substring_index(self, shards: Iterable[int] | None = None) -> dict[str, Any]:
+        """`{built: all|none|partial, lacking: [shard, …]}`: which shards' trigram index covers
+        every document (of `shards`, default all)."""
+        chosen = list(range(len(self.shardset.shards))) if shards is None else list(shards)
+        lacking = self.shardset.lacking_substring(chosen)
+        built = "all" if not lacking else "none" if len(lacking) == len(chosen) else "partial"
+        return {"built": built, "lacking": lacking}
+
+    def build_substring_index(self, shards: Iterable[int] | None = None) -> dict[str, Any]:
+        """The explicit build (a write): extend the trigram index of every shard (of `shards`)
+        to every document; `{documentsAdded}` (0 where it was built already)."""
+        return {"documentsAdded": self.shardset.ensure_substring(self.progress, only=shards)}
 
     # -- generations --
 

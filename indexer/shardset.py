@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 import stat
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import TracebackType
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import apsw
 
 from indexer.config import IndexConfig
-from indexer.errors import INDEX_FAILED, IndexOutdated, query_error
+from indexer.errors import INDEX_FAILED, IndexOutdated, query_error, substring_missing
 from indexer.routing import shard_file_name, shard_of
 from indexer.segments import (
     FTS_TABLES,
@@ -294,21 +294,31 @@ class ShardSet:
         return all(w.substring or shard.meta().substring
                    for shard, w in zip(self.shards, self._writers, strict=True))
 
-    def ensure_substring(self, progress: Progress | None = None) -> int:
-        """Extend the trigram index to every document of every shard (once; later writes keep
-        it complete). Returns the number of documents added; `progress(shard, done, total)`."""
+    def lacking_substring(self, indexes: Iterable[int] | None = None) -> list[int]:
+        """The shards (of `indexes`, default all) whose trigram index does not cover every
+        document, as their files say now (another process may have built it since)."""
+        chosen = self.shards if indexes is None else [self.shards[k] for k in indexes]
+        return [s.index for s in chosen if not (s.substring or s.meta().substring)]
+
+    def ensure_substring(self, progress: Progress | None = None,
+                         only: Iterable[int] | None = None) -> int:
+        """Extend the trigram index to every document of every shard (of `only`, default all;
+        once: later writes keep it complete). Returns the number of documents added;
+        `progress(shard, done, total)`."""
         from indexer.writer import build_trigram
 
         added = 0
+        wanted = None if only is None else set(only)
         with self._write_lock:
-            if any((self.read_only or s.readonly) and not s.meta().substring
-                   for s in self.shards):
-                raise query_error(INDEX_FAILED, "substring search needs the substring index, "
-                                  "which this read-only index lacks",
-                                  hint="run one `recall search --substring …` where the data dir "
-                                  "is writable, or search whole words")
+            unbuildable = [s.index for s in self.shards
+                           if (wanted is None or s.index in wanted)
+                           and (self.read_only or s.readonly) and not s.meta().substring]
+            if unbuildable:
+                raise substring_missing(unbuildable, read_only=True)
+            if self.read_only:
+                return 0  # built already: a read-only set has no writers
             for shard, writer in zip(self.shards, self._writers, strict=True):
-                if writer.substring:
+                if writer.substring or (wanted is not None and shard.index not in wanted):
                     continue
                 report = None if progress is None else (
                     lambda done, total, k=shard.index: progress(k, done, total))

@@ -50,6 +50,9 @@ RECALL_UNSUPPORTED_HERE = "RECALL_UNSUPPORTED_HERE"
 RECALL_WATCH_RUNNING = "RECALL_WATCH_RUNNING"
 RECALL_SEMANTIC_UNAVAILABLE = "RECALL_SEMANTIC_UNAVAILABLE"  # semantic search, no vectors
 RECALL_QUERY_TOO_LONG = "RECALL_QUERY_TOO_LONG"
+#: a substring search on shards whose substring (trigram) index was never built, where the read
+#: may not build it (over Kafka; a read-only data dir)
+RECALL_SUBSTRING_INDEX_MISSING = "RECALL_SUBSTRING_INDEX_MISSING"
 INGEST_STATE_CORRUPT = "INGEST_STATE_CORRUPT"
 
 # The query API's codes (PROTOCOL §3.11), and ours beside them.

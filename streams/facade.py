@@ -122,6 +122,8 @@ class Backend(Protocol):
 
     def create_session(self, header: Mapping[str, Any]) -> dict[str, Any]: ...
 
+    def build_substring_index(self) -> int: ...
+
     def close(self) -> None: ...
 
 
@@ -362,16 +364,16 @@ class Recall:
 
     def substring_ready(self) -> bool:
         """Whether a substring search answers without first building the substring index (an
-        index made without RECALL_SUBSTRING; over Kafka the workers keep their own: True)."""
+        index made without RECALL_SUBSTRING): over Kafka, whether every shard owner has it
+        (a search there never builds it: RECALL_SUBSTRING_INDEX_MISSING)."""
         if not isinstance(self.backend, EmbeddedBackend):
-            return True
+            return bool(self.backend.call("substring_index", {})["built"] == "all")
         return self.backend.substring_ready()
 
     def build_substring_index(self) -> int:
         """Extend the trigram index to every stored event (once; writers keep it complete from
-        then on): the documents added. A search in substring mode does this itself."""
-        if not isinstance(self.backend, EmbeddedBackend):
-            return 0
+        then on): the documents added. Embedded, a search in substring mode does this itself;
+        over Kafka each shard owner builds its shard on this request alone."""
         return self.backend.build_substring_index()
 
     def ingest_unless_busy(self, paths: Sequence[str | Path]) -> bool:

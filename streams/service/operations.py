@@ -166,6 +166,10 @@ OPERATIONS: dict[str, Callable[[Backend, Mapping[str, Any]], Any]] = {
     "filter_events": lambda b, a: b.query().filter_events(_session_id(a), _req(a, "filters")),
     "index_digest": lambda b, a: b.query().index_digest(),
     "index_generation": lambda b, a: {"generation": b.generation()},
+    "substring_index": lambda b, a: b.query().substring_index(),
+    # a write (the one that builds what substring searches read); searches never build it
+    # over Kafka, where only a key for every workspace may ask for it
+    "build_substring_index": lambda b, a: b.query().build_substring_index(),
     "prepare_reference": lambda b, a: b.reference().prepare(dict(a)),
     "list_candidates": lambda b, a: b.reference().candidates(dict(a)),
     "append_events": lambda b, a: b.reference().append_events(dict(a)),

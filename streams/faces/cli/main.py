@@ -485,7 +485,7 @@ def dead_letters(ctx: click.Context, as_json: bool) -> None:
 
 @main.group()
 def index() -> None:
-    """Inspect the index: digest, per-shard stats, integrity."""
+    """Inspect the index: digest, per-shard stats, integrity; build the substring index."""
 
 
 @index.command()
@@ -554,6 +554,21 @@ def check(ctx: click.Context, as_json: bool) -> None:
             say(("fix: ", "bold"), report["fix"])
     if not report["ok"]:
         ctx.exit(1)
+
+
+@index.command("substring")
+@json_option
+@click.pass_context
+def substring_index(ctx: click.Context, as_json: bool) -> None:
+    """Build the substring (trigram) index over every stored event, once: writers keep it
+    current from then on. Searches over Kafka never build it; embedded, the first
+    `recall search --substring` does."""
+    with open_recall(ctx.find_root()) as recall:
+        added = recall.build_substring_index()
+    if as_json:
+        emit_json({"built": "all", "documentsAdded": added})
+        return
+    say(f"substring index: built on every shard ({added} documents added)")
 
 
 def _job(ctx: click.Context, name: str, as_json: bool) -> None:

@@ -54,6 +54,9 @@ from streams.runtime.kafka.sent import SentFiles, fresh_records, target_of
 from streams.runtime.kafka.topics import Topics, ensure_topics
 from streams.runtime.kafka.workspaces import request_signer
 
+#: How long the explicit substring index build waits for the shard owners: a build reads every
+#: event of a shard once. Past it the owners go on building; running it again waits for them.
+SUBSTRING_BUILD_WAIT_S = 3600.0
 #: Largest file parked whole with its bytes in a dead letter (base64 in a JSON record, well under
 #: brokers' 1 MB default record limit); a larger one is parked as a bounded record.
 DEAD_LETTER_FILE_BYTES = 512 * 1024
@@ -124,6 +127,17 @@ class KafkaBackend:
             # append must not start before this one is indexed.
             self._wait_visible(str(args["sessionId"]), int(result["seqs"][-1]), deadline)
         return result
+
+    def build_substring_index(self) -> int:
+        """The explicit substring index build (`recall index substring`): each shard owner
+        builds its shard's (a write: with request keys, only a key for every workspace may
+        ask). The documents added; searches never build it over Kafka."""
+        wait = max(SUBSTRING_BUILD_WAIT_S, self.settings.request_timeout_s)
+        self._requester_started()
+        result = self._sync(self.requester.request_retrying(
+            self.topics.requests, "build_substring_index", {}, deadline=time.time() + wait),
+            wait + 5)
+        return int(result["documentsAdded"])
 
     # --- sessions recall writes ---------------------------------------------------------------
 

@@ -44,7 +44,10 @@ BATCH_MAX = 1000
 #: the loop it would hold the index role's writes up for seconds.
 #: One at a time, in this process: the digest helpers (indexer/digester.py) would take both
 #: cores from indexing (see streams.runtime.kafka.query.answer_shard_request).
-IN_THREAD_OPS = frozenset({"shard.digest"})
+IN_THREAD_OPS = frozenset({"shard.digest", "shard.substring_build"})
+#: Shard requests that write (the explicit substring index build): while one runs, the loop's
+#: own writes wait for the write lock in a thread, not on the loop.
+WRITING_OPS = frozenset({"shard.substring_build"})
 #: A generation being built is searched by no one until it goes live, so its indexer gathers
 #: what arrives within this window (up to GATHER_MAX_RECORDS) into one write: each shard
 #: transaction has a fixed cost beyond its rows (FTS5 writes a segment per commit), so one
@@ -124,6 +127,8 @@ class DocumentIndexer:
         #: Answers running in a thread (IN_THREAD_OPS), one at a time.
         self._answering: set[asyncio.Task[None]] = set()
         self._thread_slot = asyncio.Semaphore(1)
+        #: WRITING_OPS running in a thread: the shards' write lock may be held for long.
+        self._writing = 0
         self.loop = PartitionLoop(self.consumer, self, compacted=True)
         #: Seconds to gather fetched records into one write (`GATHER_S` while the generation
         #: is being built, 0 once it is live: then each fetch is written at once).
@@ -153,7 +158,8 @@ class DocumentIndexer:
                             names=[self.topics.documents, self.topics.shard_requests])
         # Cursors must verify on any owner: sign with the fleet's key, not a local one.
         self.shards.key = await fleet_cursor_key(self.bootstrap, self.settings.topic_prefix)
-        self.query = QueryService(self.shards)
+        # A search never builds the substring index here: `shard.substring_build` does.
+        self.query = QueryService(self.shards, build_substring=False)
         await self.producer.start()
         await self.consumer.start()
         try:
@@ -213,7 +219,7 @@ class DocumentIndexer:
         positions = {position_source(self.topic, p): offset for p, offset in upto.items()}
         self.stats["indexed"] += len(decoded)
         try:
-            self.shards.write_batch(decoded, positions)
+            await self._write_batch(decoded, positions)
         except SourceConflict:
             # One document disagrees with the shard; find it by writing one at a time.
             await self._write_one_by_one(records)
@@ -224,11 +230,20 @@ class DocumentIndexer:
                 if isinstance(document, InputRejected):
                     continue  # parked already
                 try:
-                    self.shards.write_batch([document], {})
+                    await self._write_batch([document], {})
                 except SourceConflict as exc:
                     await self.park(msg, index, line, exc.code, exc.message)
-            self.shards.write_batch([], {position_source(msg.topic, msg.partition):
+            await self._write_batch([], {position_source(msg.topic, msg.partition):
                                          msg.offset + 1})
+
+    async def _write_batch(self, records: Sequence[IndexRecord],
+                           positions: Mapping[str, int]) -> None:
+        if self._writing:
+            # A substring build holds the write lock in a thread: wait for it off the loop,
+            # so heartbeats and shard answers go on meanwhile.
+            await asyncio.to_thread(self.shards.write_batch, records, positions)
+        else:
+            self.shards.write_batch(records, positions)
 
     async def answer(self, value: bytes) -> None:
         """Answer one shard request from the local shard; errors become error replies."""
@@ -251,8 +266,13 @@ class DocumentIndexer:
         try:
             if in_thread:
                 async with self._thread_slot:
-                    result = await asyncio.to_thread(answer_shard_request, self.shards,
-                                                     self.query, request.op, request.args)
+                    writing = request.op in WRITING_OPS
+                    self._writing += writing
+                    try:
+                        result = await asyncio.to_thread(answer_shard_request, self.shards,
+                                                         self.query, request.op, request.args)
+                    finally:
+                        self._writing -= writing
             else:
                 result = answer_shard_request(self.shards, self.query, request.op, request.args)
             reply = ok_reply(request.id, result)

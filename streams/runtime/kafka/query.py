@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from indexer import QueryService, ShardSet
 from indexer.digest import combine_digests, merge_coverage, session_digests, shard_coverage
+from indexer.errors import SUBSTRING_INDEX_MISSING, substring_missing
 from indexer.listing import checked_limit, select_listing
 from indexer.routing import shard_of
 from indexer.scatter import (
@@ -25,7 +26,7 @@ from indexer.scatter import (
     answer_shard_op,
     answer_shard_search,
 )
-from projections.errors import SessionQueryError
+from projections.errors import RecallError, SessionQueryError
 from streams.core.settings import Settings
 from streams.service.operations import dispatch
 from streams.service.reference import ReferenceService
@@ -75,6 +76,12 @@ def answer_shard_request(shards: ShardSet, query: QueryService, op: str,
         # reply carries a digest, took 5-7 s instead of 3.4: bench/pipeline.py)
         return {"sessions": session_digests([shard], parallel=False),
                 "substring": shard_coverage(shard)}
+    if op == "shard.substring_state":
+        return {"built": not shards.lacking_substring([shard.index])}
+    if op == "shard.substring_build":
+        # The explicit build (a write, in a thread: streams.runtime.kafka.indexing); a search
+        # never builds (QueryService(build_substring=False), answer_shard_search).
+        return query.build_substring_index([shard.index])
     answered = answer_shard_op(shard, op, args)  # the listing's summary-title questions
     if answered is not None:
         return answered
@@ -115,9 +122,18 @@ class RemoteQuery:
         return self.call(shard_of(session_of(op, args), self.shards), op, args)
 
     def search_sessions(self, request: Any, *, now_ms: int | None = None) -> dict[str, Any]:
-        return self.coordinator.search_sessions(
-            request, now_ms=self._now(now_ms),
-            scatter=lambda plan: self.scatter("shard.search", {"plan": plan}))
+        try:
+            return self.coordinator.search_sessions(
+                request, now_ms=self._now(now_ms),
+                scatter=lambda plan: self.scatter("shard.search", {"plan": plan}))
+        except RecallError as exc:
+            if exc.code != SUBSTRING_INDEX_MISSING:
+                raise
+            # the first owner's refusal names its shard; the error names every one lacking it
+            lacking = self.substring_index()["lacking"]
+            if not lacking:
+                raise
+            raise substring_missing(lacking) from None
 
     def search_events(self, request: Any, *, now_ms: int | None = None) -> dict[str, Any]:
         args: dict[str, Any] = {"request": request}
@@ -166,6 +182,20 @@ class RemoteQuery:
         parts = self.scatter("shard.digest", {})
         return combine_digests((p["sessions"] for p in parts),
                                merge_coverage(p["substring"] for p in parts))
+
+    def substring_index(self) -> dict[str, Any]:
+        """`{built: all|none|partial, lacking}` over every shard owner (QueryService's shape)."""
+        parts = self.scatter("shard.substring_state", {})
+        lacking = [k for k, part in enumerate(parts) if not part["built"]]
+        built = "all" if not lacking else "none" if len(lacking) == len(parts) else "partial"
+        return {"built": built, "lacking": lacking}
+
+    def build_substring_index(self) -> dict[str, Any]:
+        """Every shard owner builds its shard's substring index (the explicit step; a shard
+        that has it adds nothing). A shard that fails fails the whole request: its owner's
+        code, not a partial success."""
+        parts = self.scatter("shard.substring_build", {})
+        return {"documentsAdded": sum(int(part["documentsAdded"]) for part in parts)}
 
     def close(self) -> None:
         """Nothing to release: the transport belongs to the worker."""

@@ -265,5 +265,12 @@ class WorkspaceQuery:
     def index_digest(self) -> dict[str, Any]:
         raise forbidden("index_digest")
 
+    def substring_index(self) -> dict[str, Any]:
+        # whether substring search works says nothing about any session
+        return dict(self.inner.substring_index())
+
+    def build_substring_index(self) -> dict[str, Any]:
+        raise forbidden("build_substring_index")
+
     def close(self) -> None:
         """Nothing to release: the transport belongs to the worker."""
