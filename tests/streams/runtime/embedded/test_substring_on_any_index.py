@@ -8,11 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import orjson
+import pytest
 from click.testing import CliRunner
 from factories import header, user
 
+from indexer import IndexConfig, QueryService, ShardSet
+from projections.errors import RECALL_SUBSTRING_INDEX_MISSING, RecallError
 from streams.facade import Recall
 from streams.faces.cli.main import main
+from tests.indexer.helpers import texts_session
 
 
 def _log(path: Path, sid: str, text: str) -> Path:
@@ -49,3 +53,36 @@ def test_reopened_with_recall_substring(tmp_path: Path) -> None:
     with Recall.open(data, shards=2, substring=True) as recall:
         page = recall.search_sessions(request={"query": "abi", "mode": "substring"})
         assert [i["header"]["id"] for i in page["items"]] == ["a"]
+
+
+def test_recall_index_substring_builds_it_as_a_step_of_its_own(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    CliRunner().invoke(main, ["--data-dir", str(data), "ingest",
+                              str(_log(tmp_path / "a.jsonl", "a", "the cabinet is open"))])
+    with Recall.open(data) as recall:
+        assert not recall.substring_ready()
+        assert recall.backend.call("substring_index", {})["built"] == "none"
+    code, built, _ = _cli(data, "index", "substring", "--json")
+    assert code == 0 and built == {"built": "all", "documentsAdded": 1}
+    with Recall.open(data) as recall:
+        assert recall.substring_ready()
+    code, page, err = _cli(data, "search", "abi", "--substring", "--json")
+    assert code == 0 and [i["header"]["id"] for i in page["items"]] == ["a"]
+    assert "building" not in err
+    code, again, _ = _cli(data, "index", "substring", "--json")
+    assert code == 0 and again["documentsAdded"] == 0
+
+
+def test_a_read_only_index_without_it_says_the_build_command(tmp_path: Path) -> None:
+    root = tmp_path / "idx"
+    with ShardSet(root, IndexConfig(shards=2)) as writable:
+        writable.write_batch(texts_session("alpha", ["the cabinet is open"]), {"src:0": 1})
+    with ShardSet(root, IndexConfig(shards=2), read_only=True) as reading:
+        service = QueryService(reading)
+        try:
+            with pytest.raises(RecallError) as caught:
+                service.search_sessions({"query": "abi", "mode": "substring"})
+        finally:
+            service.close()
+    assert caught.value.code == RECALL_SUBSTRING_INDEX_MISSING
+    assert "read-only" in caught.value.message and "recall index substring" in caught.value.hint
