@@ -1,7 +1,8 @@
 """Integration: over Kafka a substring search never builds the substring (trigram) index — it
 answers RECALL_SUBSTRING_INDEX_MISSING and the workers' shards stay without it — until the
 explicit build (`recall index substring`); then answers equal the embedded runtime's (whose
-first substring search builds it) and a later event is found by substring at once."""
+first substring search builds it) and a later event is found by substring at once. The web
+page's GET offers the build and builds nothing, as on the embedded runtime."""
 
 from __future__ import annotations
 
@@ -13,11 +14,13 @@ import orjson
 import pytest
 from click.testing import CliRunner
 from factories import header, user
+from starlette.testclient import TestClient
 
 from projections.errors import RECALL_SUBSTRING_INDEX_MISSING, RecallError
 from streams.core.settings import Settings
 from streams.facade import Recall
 from streams.faces.cli.main import main
+from streams.faces.ui.app import create_app
 from tests.integration.kafkaio import WorkerProcess
 from tests.integration.test_kafka_contract import cli_env, expected_counts, wait_indexed
 
@@ -91,6 +94,10 @@ def test_substring_search_over_kafka_needs_the_explicit_build_then_equals_embedd
         error = orjson.loads(cli.stdout)["error"]
         assert error["code"] == RECALL_SUBSTRING_INDEX_MISSING
         assert "recall index substring" in error["message"]
+        # the web page's GET offers the build (a POST) and builds nothing either
+        page = TestClient(create_app(recall), base_url="http://127.0.0.1").get(
+            "/search", params={"q": "abi", "substring": "1"})
+        assert page.status_code == 200 and 'action="/substring-index"' in page.text
         assert not recall.substring_ready()
         assert recall.index_digest()["substring"]["built"] == "none"
         # token searches (CJK ones through the trigram index too) answer meanwhile
@@ -101,6 +108,9 @@ def test_substring_search_over_kafka_needs_the_explicit_build_then_equals_embedd
         assert orjson.loads(built.stdout)["documentsAdded"] > 0
         assert recall.substring_ready()
         assert orjson.dumps(_answers(recall)) == orjson.dumps(expected)
+        page = TestClient(create_app(recall), base_url="http://127.0.0.1").get(
+            "/search", params={"q": "abi", "substring": "1"})
+        assert 'action="/substring-index"' not in page.text and 'class="hit ' in page.text
 
         # a later event is found by substring: the owners' writers keep the index current
         assert recall.ingest([later]).rejected == 0
