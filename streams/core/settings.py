@@ -70,8 +70,9 @@ class Settings(BaseSettings):
     #: RECALL_TOPIC_PREFIX — topic names are <prefix>.events, <prefix>.documents, …
     topic_prefix: str = "recall"
     #: RECALL_SUBSTRING — trigram-index every document (not only CJK) from the index's creation;
-    #: without it the first `--substring` search builds that (then keeps it). The trigram index
-    #: is several times the size of the token index, hence off by default.
+    #: without it `recall index substring` builds that (embedded, also the first `--substring`
+    #: search; over Kafka a search never does), then writers keep it. The trigram index is
+    #: several times the size of the token index, hence off by default.
     substring: bool = False
     #: RECALL_SEMANTIC — write semantic vectors (the `semantic` extra's local model) beside the
     #: FTS rows, for `recall search --semantic`; an index made without them is rebuilt with
