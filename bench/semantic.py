@@ -12,21 +12,34 @@ Metrics:
   hybrid); `{mode}_event_recall_at_{k}_{set}`: ... whose target event is the best match of one
   of those k sessions.
 - `embed_events_per_s`: events embedded per second by the packaged model (the texts the index
-  embedded, each through `Embedder.embed`, one thread); `embed_ms_per_event_p50`.
+  embedded, all at once through `Embedder.embed_many`, as an ingest batch is: each chunk alone
+  through the model, EMBED_THREADS at a time); `embedded_chunks` the vectors they make;
+  `embed_ms_per_event_p50` one text at a time (`Embedder.embed`, one thread).
 - `ingest_ratio_semantic_on_vs_off`: ingest throughput with vectors ÷ without (tool output
-  excluded, the default), the same corpus and path.
+  excluded, the default), the same corpus and path. The ingest embeds before it returns: its
+  time is the time until the events are searchable by meaning too (no deferred step, no lag).
+  `embed_share_of_ingest`: (on − off) ÷ on.
+- `semantic_load_average_start` / `_end`: the machine's 1-minute load average around the run
+  (the machine is shared: the model's figures scale with the cores it gets).
 - `index_bytes_per_text_byte_{lexical,semantic}`: the closed generation's shard files ÷ the UTF-8
   bytes of every indexed document text (the index also keeps every raw event, tool output
   included, compressed: hence far above 1 on this corpus either way);
-  `index_bytes_added_per_text_byte_semantic` the difference ÷ the same;
-  `vector_bytes_per_text_byte`: the vectors alone ÷ the same.
+  `index_bytes_added_per_text_byte_semantic` the difference ÷ the same (both are small
+  indexes of 8 shards: pages of fixed tables weigh more than at scale);
+  `vector_bytes_per_text_byte`: the vectors' blobs alone ÷ the same;
+  `vector_table_bytes_per_text_byte`: the pages of the `vectors` tables (SQLite's dbstat).
 - `hybrid_search_p50_ms_<n>` / `_p99_`: `QueryService.search_sessions` in hybrid mode (default
   limit) over an index of n synthetic events (bench/corpus.py TextGen words, 500-event sessions of
   user and assistant messages) whose vectors are written by a stand-in embedder (hash-derived
   int4 rows: the model would need hours for them); the queries are the labeled ones, each
   embedded by the real model inside the measured call. `semantic_search_p50_ms_<n>` likewise;
-  `lexical_search_p50_ms_<n>` the default mode on the same index. Sizes: 100k, and 1M with
-  RECALL_BENCH_SEMANTIC_1M=1 (its vectors alone are 384 MB of memory).
+  `lexical_search_p50_ms_<n>` the default mode on the same index. Sizes: 100k and 1M events
+  (RECALL_BENCH_SEMANTIC_1M=0 leaves 1M out: it takes minutes to write; its vectors are 384 MB
+  of memory as int8 rows plus 48 MB of sign bits).
+- `index_bytes_per_text_byte_semantic_<n>`: that index's shard files ÷ its text bytes (every
+  event a short message with a vector: the most vector bytes per text byte a corpus can have;
+  real logs' tool output adds text without vectors); `vector_table_bytes_per_text_byte_<n>`:
+  the pages of its `vectors` tables ÷ the same.
 """
 
 from __future__ import annotations
@@ -37,6 +50,7 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -52,7 +66,7 @@ MODES = ("lexical", "semantic", "hybrid")
 
 def _shards_bytes(data_dir: Path) -> int:
     """The shard files of a closed data dir (its WALs checkpointed into them)."""
-    return sum(p.stat().st_size for p in (data_dir / "index").rglob("shard-*.sqlite"))
+    return sum(p.stat().st_size for p in data_dir.rglob("shard-*.sqlite"))
 
 
 def _ingest(data_dir: Path, semantic: bool) -> tuple[float, Any]:
@@ -95,7 +109,7 @@ def _texts(recall: Any) -> tuple[list[str], int]:
     """The texts the index embedded (one per embedded event) and all document text bytes."""
     from indexer.blocks import read_raws
     from indexer.schema import EVENT_JOINS, SEQ
-    from indexer.writer import text_of
+    from indexer.text import text_of
 
     texts: list[str] = []
     total = 0
@@ -110,6 +124,22 @@ def _texts(recall: Any) -> tuple[list[str], int]:
                 if embedded:
                     texts.append(text)
     return texts, total
+
+
+def _table_bytes(data_dir: Path, table: str) -> int:
+    """The pages of `table` in a closed data dir's shard files (SQLite's dbstat)."""
+    import sqlite3
+
+    total = 0
+    for path in data_dir.rglob("shard-*.sqlite"):
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+        try:
+            row = conn.execute("SELECT coalesce(sum(pgsize), 0) FROM dbstat WHERE name = ?",
+                               (table,)).fetchone()
+            total += int(row[0])
+        finally:
+            conn.close()
+    return total
 
 
 def _vector_bytes(recall: Any) -> int:
@@ -131,6 +161,9 @@ class _HashEmbedder:
         seed = hashlib.blake2b(text.encode(), digest_size=32).digest()
         return [hashlib.shake_256(seed).digest(192)]
 
+    def embed_many(self, texts: Sequence[str]) -> list[list[bytes]]:
+        return [self.embed(text) for text in texts]
+
     def embed_query(self, text: str) -> Any:  # pragma: no cover - never used for writes
         raise AssertionError
 
@@ -147,6 +180,7 @@ def _latency(events: int, queries: list[str], work: Path) -> dict[str, Any]:
     semantic._loaded = _HashEmbedder(fingerprint)
     shards = ShardSet(root, IndexConfig(semantic=fingerprint))
     gen = TextGen(7)
+    text_bytes = 0
     try:
         per = 500
         for s in range(events // per):
@@ -155,6 +189,7 @@ def _latency(events: int, queries: list[str], work: Path) -> dict[str, Any]:
             for seq in range(per):
                 kind = "user/message" if seq % 2 == 0 else "assistant/message"
                 text = gen.text(12 + seq % 40)
+                text_bytes += len(text.encode())
                 data: dict[str, Any] = ({"id": f"u{seq}", "role": "user",
                                          "source": {"kind": "user"},
                                          "content": [{"type": "text", "text": text}]}
@@ -188,7 +223,10 @@ def _latency(events: int, queries: list[str], work: Path) -> dict[str, Any]:
     finally:
         service.close()
         shards.close()
-        shutil.rmtree(root, ignore_errors=True)
+    out[f"index_bytes_per_text_byte_semantic_{name}"] = round(_shards_bytes(root) / text_bytes, 3)
+    out[f"vector_table_bytes_per_text_byte_{name}"] = round(
+        _table_bytes(root, "vectors") / text_bytes, 3)
+    shutil.rmtree(root, ignore_errors=True)
     return out
 
 
@@ -196,7 +234,8 @@ def run() -> dict[str, Any]:
     from indexer import semantic
 
     queries = orjson.loads(QUERIES.read_bytes())
-    out: dict[str, Any] = {"semantic_model": semantic.MODEL_ID}
+    out: dict[str, Any] = {"semantic_model": semantic.MODEL_ID,
+                           "semantic_load_average_start": round(os.getloadavg()[0], 2)}
     work = Path(tempfile.mkdtemp(prefix="recall-bench-semantic-"))
     try:
         semantic.load_embedder()  # (the model's load is not part of the ingest)
@@ -212,13 +251,18 @@ def run() -> dict[str, Any]:
             out["ingest_ratio_semantic_on_vs_off"] = round(t_off / t_on, 3)
             out["ingest_s_semantic_off"] = round(t_off, 2)
             out["ingest_s_semantic_on"] = round(t_on, 2)
+            out["embed_share_of_ingest"] = round((t_on - t_off) / t_on, 3)
             model = semantic.load_embedder()
+            started = time.perf_counter()
+            chunks = sum(len(v) for v in model.embed_many(texts))
+            out["embed_events_per_s"] = round(len(texts) / (time.perf_counter() - started), 1)
+            out["embedded_chunks"] = chunks
+            out["embed_threads"] = semantic.EMBED_THREADS
             took = []
             for text in texts:
                 started = time.perf_counter()
                 model.embed(text)
                 took.append(time.perf_counter() - started)
-            out["embed_events_per_s"] = round(len(texts) / sum(took), 1)
             out["embed_ms_per_event_p50"] = round(statistics.median(took) * 1000, 2)
             out.update(_quality(on, queries))
         finally:
@@ -227,12 +271,16 @@ def run() -> dict[str, Any]:
         out["index_bytes_per_text_byte_semantic"] = round(on_bytes / text_bytes, 3)
         out["index_bytes_added_per_text_byte_semantic"] = round((on_bytes - off_bytes)
                                                                 / text_bytes, 3)
+        out["vector_table_bytes_per_text_byte"] = round(
+            _table_bytes(work / "on", "vectors") / text_bytes, 3)
         out["hybrid_gain_at_5_paraphrase"] = round(out["hybrid_recall_at_5_paraphrase"]
                                                    - out["lexical_recall_at_5_paraphrase"], 3)
         labeled = [q["query"] for group in queries.values() for q in group]
-        sizes = [100_000] + ([1_000_000] if os.environ.get("RECALL_BENCH_SEMANTIC_1M") else [])
+        sizes = [100_000] + ([] if os.environ.get("RECALL_BENCH_SEMANTIC_1M") == "0"
+                             else [1_000_000])
         for size in sizes:
             out.update(_latency(size, labeled, work))
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    out["semantic_load_average_end"] = round(os.getloadavg()[0], 2)
     return out

@@ -1,9 +1,17 @@
 """Storage and read side: semantic and hybrid searches over the shards' int4 vectors.
 
-Semantic: an exact cosine scan of every vector in each shard (cached in memory per shard file,
-taken up incrementally by rowid), each event scored by its best chunk; the best events are then
-joined to their rows under the request's filters — exactly the filters a lexical search applies
-— growing the scan's cut until the page is full or every vector was looked at.
+Semantic: a cosine scan of the vectors of every shard (cached in memory per shard file, taken up
+incrementally by rowid), each event scored by its best chunk; the best events are then joined to
+their rows under the request's filters — exactly the filters a lexical search applies — growing
+the scan's cut until the page is full or every vector was looked at.
+
+A large index is scanned in two steps: the Hamming distance of every vector's sign bits to the
+query's (48 bytes a vector, so a million vectors are a fast pass) picks a shortlist, and only the
+shortlisted vectors are scored exactly. The shortlist is every vector at or under one distance
+threshold over all shards together (the smallest that takes in enough vectors, ties all in), so
+which vectors it holds depends on neither the shard count nor the order of the rows. Indexes of
+up to SHORTLIST vectors (and searches whose cut needs more) are scored exactly, vector by
+vector.
 
 Hybrid: reciprocal rank fusion of the lexical ranking (PROTOCOL §3.6, unchanged) and the dense
 one, per event; across sessions each session is represented by its best fused event, like a
@@ -35,6 +43,12 @@ FUSE_DEPTH = 100
 #: Events scored per shard before the filters' join, at least; ×GROW while the page is short.
 DENSE_MIN = 128
 GROW = 8
+#: Vectors scored exactly, at least, once an index holds more (the sign-bit shortlist's size);
+#: OVERSAMPLE × the vectors the cut needs when that is more.
+SHORTLIST = 4096
+OVERSAMPLE = 8
+#: 64-bit words of one vector's sign bits.
+WORDS = DIMENSION // 64
 
 
 def unavailable() -> Exception:
@@ -54,6 +68,9 @@ class _ShardVectors:
         self.events = np.zeros(0, np.int64)
         self.rows = np.zeros((0, DIMENSION), np.int8)
         self.inverse = np.zeros(0, np.float64)
+        #: the rows' sign bits, word by word (WORDS contiguous columns: each pass of the Hamming
+        #: scan reads one)
+        self.bits = np.zeros((WORDS, 0), np.uint64)
         self.lock = threading.Lock()
 
     def refresh(self, conn: Conn) -> None:
@@ -68,7 +85,29 @@ class _ShardVectors:
                                                                 np.int64)])
         self.rows = np.concatenate([self.rows, rows])
         self.inverse = np.concatenate([self.inverse, 1.0 / np.maximum(norms, 1e-12)])
+        self.bits = np.concatenate([self.bits, sign_words(np, rows)], axis=1)
         self.last = int(fresh[-1][0])
+
+    def hamming(self, query_words: Any) -> Any:
+        """The Hamming distance (0..DIMENSION) of every row's sign bits to the query's."""
+        np = self.np
+        bits = self.bits
+        count = bits.shape[1]
+        out = np.zeros(count, np.uint16)
+        word = np.empty(count, np.uint64)
+        ones = np.empty(count, np.uint8)
+        for at in range(WORDS):
+            np.bitwise_xor(bits[at], query_words[at], out=word)
+            np.bitwise_count(word, out=ones)
+            out += ones
+        return out
+
+    def scores_of(self, picked: Any, query: Any) -> tuple[Any, Any]:
+        """(event id, score) of the rows `picked` (indexes), exactly as `scores` has them."""
+        np = self.np
+        dots = np.einsum("ij,j->i", self.rows[picked], query, dtype=np.float32,
+                         casting="unsafe")
+        return self.events[picked], dots.astype(np.float64) * self.inverse[picked]
 
     def scores(self, query: Any) -> tuple[Any, Any]:
         """(event id, score) of every row (chunk), in row order.
@@ -105,6 +144,12 @@ def top_events(np: Any, events: Any, scores: Any, cut: int) -> tuple[Any, Any, b
     return events[keep], scores[keep], complete
 
 
+def sign_words(np: Any, rows: Any) -> Any:
+    """The sign bits (component > 0) of int8 rows as WORDS uint64 columns."""
+    packed = np.packbits(rows > 0, axis=1)  # (n, DIMENSION // 8) bytes
+    return np.ascontiguousarray(packed.view(np.uint64).T)
+
+
 class VectorCache:
     """The vectors of every shard a query service reads, keyed by shard file and epoch."""
 
@@ -112,8 +157,8 @@ class VectorCache:
         self._shards: dict[tuple[str, str], _ShardVectors] = {}
         self._lock = threading.Lock()
 
-    def scores(self, key: tuple[str, str], conn: Conn, query: Any) -> tuple[Any, Any]:
-        """(event id, score) of every vector of the shard `key` names, as `conn` sees it."""
+    def shard(self, key: tuple[str, str], conn: Conn) -> _ShardVectors:
+        """The vectors of the shard `key` names, brought up to what `conn` sees."""
         np = _numpy()
         with self._lock:
             found = self._shards.get(key)
@@ -121,7 +166,11 @@ class VectorCache:
                 found = self._shards[key] = _ShardVectors(np)
         with found.lock:
             found.refresh(conn)
-        return found.scores(query)
+        return found
+
+    def scores(self, key: tuple[str, str], conn: Conn, query: Any) -> tuple[Any, Any]:
+        """(event id, score) of every vector of the shard `key` names, as `conn` sees it."""
+        return self.shard(key, conn).scores(query)
 
 
 def _numpy() -> Any:
@@ -141,9 +190,25 @@ def _dense_top(conns: Sequence[Conn], keys: Sequence[tuple[str, str]], cache: Ve
     leave fewer than `need`."""
     np = _numpy()
     where, params = _where(plan)
-    every = [cache.scores(key, conn, query) for conn, key in zip(conns, keys, strict=True)]
+    shards = [cache.shard(key, conn) for conn, key in zip(conns, keys, strict=True)]
+    total = sum(len(v.events) for v in shards)
+    distances: list[Any] | None = None
+    if total > SHORTLIST:
+        query_words = sign_words(np, query.reshape(1, -1))[:, 0]
+        distances = [v.hamming(query_words) for v in shards]
+        counts = np.cumsum(sum(np.bincount(d, minlength=DIMENSION + 1) for d in distances))
     cut = max(DENSE_MIN, need)
     while True:
+        wanted = max(SHORTLIST, cut * MAX_CHUNKS * OVERSAMPLE)
+        if distances is None or wanted >= total:
+            every = [v.scores(query) for v in shards]
+            whole = True
+        else:
+            # the smallest distance within which lie at least `wanted` vectors of all shards
+            limit = int(np.searchsorted(counts, wanted))
+            every = [v.scores_of(np.flatnonzero(d <= limit), query)
+                     for v, d in zip(shards, distances, strict=True)]
+            whole = False
         tops = [top_events(np, events, scores, cut) for events, scores in every]
         merged = np.concatenate([t[1] for t in tops])
         threshold = (np.partition(merged, len(merged) - cut)[len(merged) - cut]
@@ -161,7 +226,7 @@ def _dense_top(conns: Sequence[Conn], keys: Sequence[tuple[str, str]], cache: Ve
                 c = _candidate(r, 0)
                 c["dense"] = score[int(r[0])]
                 found.append(c)
-        if len(found) >= need or (threshold == -np.inf and all(t[2] for t in tops)):
+        if len(found) >= need or (whole and threshold == -np.inf and all(t[2] for t in tops)):
             found.sort(key=_dense_key)
             return found[:need]
         cut *= GROW

@@ -257,3 +257,59 @@ def test_an_index_without_vectors_is_outdated_once_they_are_asked_for(tmp_path: 
         assert ("dsh:later", 0) in vectors(reopened)
     finally:
         reopened.close()
+
+
+def test_sign_bit_distances_count_the_differing_signs() -> None:
+    import numpy as np
+
+    from indexer import dense
+
+    rows = np.random.default_rng(3).integers(-7, 8, size=(50, semantic.DIMENSION), dtype=np.int8)
+    cached = dense._ShardVectors(np)
+    cached.bits = dense.sign_words(np, rows)
+    query = rows[7].astype(np.float32)
+    words = dense.sign_words(np, query.reshape(1, -1))[:, 0]
+    expected = ((rows > 0) != (query > 0)).sum(axis=1)
+    assert cached.hamming(words).tolist() == expected.tolist()
+    assert cached.hamming(words)[7] == 0
+
+
+TOPICS = ["the postgres migration", "a flaky CI runner", "the release notes", "lunch on friday",
+          "the login page styles", "rotating the API keys", "a slow docker build"]
+
+
+def test_a_shortlisted_scan_orders_alike_whatever_the_shard_count(
+        make_index: Index, monkeypatch: pytest.MonkeyPatch) -> None:
+    from indexer import dense
+
+    many = [f"{verb} {topic} before the weekly sync" for verb in
+            ("we discussed", "please review", "I fixed", "someone broke", "let us plan")
+            for topic in TOPICS]
+    records = [*corpus_records(), *texts_session("dsh:many", many, created=2000)]
+    query = {"query": "flaky login test", "mode": "semantic", "limit": 5}
+    exact_shards, exact_service = make_index("exact", shards=2, semantic=ON)
+    exact_shards.write_batch(records, {})
+    exact = hits(exact_service.search_sessions({**query, "limit": 1}))
+    # a shortlist of a few vectors out of the ~40 (sizes that only a large index reaches)
+    monkeypatch.setattr(dense, "SHORTLIST", 4)
+    monkeypatch.setattr(dense, "OVERSAMPLE", 1)
+    monkeypatch.setattr(dense, "DENSE_MIN", 1)
+    monkeypatch.setattr(dense, "FUSE_DEPTH", 1)
+    shortlisted: list[int] = []
+    real = dense._ShardVectors.scores_of
+
+    def spy(self: Any, picked: Any, query: Any) -> Any:
+        shortlisted.append(len(picked))
+        return real(self, picked, query)
+
+    monkeypatch.setattr(dense._ShardVectors, "scores_of", spy)
+    pages = []
+    for name, count in (("one", 1), ("three", 3), ("four", 4)):
+        shards, service = make_index(name, shards=count, semantic=ON)
+        shards.write_batch(records, {})
+        pages.append([hits(service.search_sessions({**query, "limit": 1})),
+                      hits(service.search_sessions(query))])
+    vectors_in_all = len(many) + sum(len(texts) for texts in CORPUS.values())
+    assert 0 < shortlisted[0] < vectors_in_all  # (the one-shard index's first search)
+    assert pages[0] == pages[1] == pages[2]
+    assert pages[0][0] == exact  # the best vector is in the shortlist
