@@ -47,11 +47,15 @@ from indexer.schema import SEQ, SURFACE, SURFACE_NAMES, TYPE
 from indexer.shard import Shard
 from indexer.shardset import ShardSet
 from indexer.text import text_of
+from indexer.transcript import transcript_page
 from projections.codec import loads
 from projections.errors import FoldError
 from projections.trace import trace_event as trace_log_event
 
 __all__ = ["SessionReads", "sort_listing"]
+
+#: The largest page number, seq or page size a transcript read takes.
+MAX_TRANSCRIPT_INT = (1 << 31) - 1
 
 
 class SessionReads:
@@ -215,6 +219,24 @@ class SessionReads:
         return {"session": header, "event": entries[seq],
                 "before": [entries[s] for s in sorted(entries) if s < seq],
                 "after": [entries[s] for s in sorted(entries) if s > seq]}
+
+    def read_transcript(self, request: dict[str, Any]) -> dict[str, Any]:
+        """One page of the session's human transcript (indexer/transcript.py): `page` (from 1,
+        clamped to the last), or the page holding seq `at`; `limit` entries a page."""
+        session_id = request.get("sessionId")
+        if not isinstance(session_id, str):
+            raise query_error(INVALID_FILTER, "sessionId must be a string")
+        page, at, limit = request.get("page", 1), request.get("at"), request.get("limit")
+        for key, value, low in (("page", page, 1), ("at", at, 0), ("limit", limit, 1)):
+            if (value is not None or key == "limit") and (
+                    isinstance(value, bool) or not isinstance(value, int) or value < low
+                    or value > MAX_TRANSCRIPT_INT):
+                raise query_error(INVALID_FILTER, f"{key} must be an integer from {low} to "
+                                  f"{MAX_TRANSCRIPT_INT}")
+        with self._reading(session_id) as (shard, conn):
+            number, header = self._session_on(conn, session_id)
+            return transcript_page(conn, shard.epoch, number, header, page=int(page or 1),
+                                   at=at, size=int(limit or 1))
 
     def trace_event(self, session_id: str, seq: int) -> dict[str, Any]:
         """`{session, seq, replacedBy, replacementChain, replacedEventSeqs, sourceEventSeqs,

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 #: 'RCLI' — ours, distinct from DSH's 0x44534851 so neither tool opens the other's files.
 APPLICATION_ID = 0x52434C49
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 PAGE_SIZE = 8192
 
 SEQ_BITS = 31
@@ -100,6 +100,16 @@ DDL = (
         session INTEGER NOT NULL,
         seq INTEGER NOT NULL,
         PRIMARY KEY(key, session)
+    ) WITHOUT ROWID""",
+    # Tool calls (projections/calls.py): uses 0 = the tool/call event at `seq` names `call`;
+    # uses 1 = the assistant message at `seq`, which has no words of its own, makes `call`. A
+    # transcript page finds its tool names and the messages it leaves out here, not in the log.
+    """CREATE TABLE calls(
+        session INTEGER NOT NULL,
+        call TEXT NOT NULL,
+        uses INTEGER NOT NULL,
+        seq INTEGER NOT NULL,
+        PRIMARY KEY(session, call, uses, seq)
     ) WITHOUT ROWID""",
     "CREATE TABLE blocks(id INTEGER PRIMARY KEY, data BLOB NOT NULL)",
     "CREATE TABLE dictionaries(id INTEGER PRIMARY KEY, data BLOB NOT NULL)",

@@ -34,6 +34,7 @@ from indexer.schema import (
 )
 from indexer.semantic import OFF, Embedder, embeds_type, load_embedder
 from indexer.text import has_cjk, text_of
+from projections.calls import ASSISTANT_MESSAGE, TOOL_CALL, calls_only, named_call
 from projections.codec import dumps, dumps_sorted, loads
 from projections.events import header_key_fields
 from projections.records import EventRecord, HeaderRecord, IndexRecord
@@ -328,6 +329,22 @@ def _insert_documents(w: ShardWriter, docs: list[tuple[int, str, bool]]) -> None
         w.conn.execute(_FTS_ROWS.format(table="events_tri"), (dumps(tri),))
 
 
+_CALL_TYPES = frozenset({TOOL_CALL, ASSISTANT_MESSAGE})
+_CALLS = ("INSERT INTO calls(session, call, uses, seq) SELECT value ->> 0, value ->> 1,"
+          " value ->> 2, value ->> 3 FROM json_each(?)")
+
+
+def call_rows(session: int, record: EventRecord) -> list[tuple[int, str, int, int]]:
+    """The `calls` rows of one event of a _CALL_TYPES type (indexer/schema.py)."""
+    raw = record.raw
+    if record.type == TOOL_CALL:
+        call = named_call(loads(raw))
+        return [] if call is None else [(session, call, 0, record.seq)]
+    if b'"tool-call"' not in raw:  # no call block: spare the parse
+        return []
+    return [(session, c, 1, record.seq) for c in dict.fromkeys(calls_only(loads(raw)))]
+
+
 _INSERT_EVENT = "INSERT INTO events(id, kind, time, order_key, len) VALUES (?, ?, ?, ?, ?)"
 _TOTALS = ("UPDATE sessions SET event_count = event_count + ?, revision = revision + ?,"
            " last_event_time = max(COALESCE(last_event_time, ?), ?), top_seq = max(top_seq, ?),"
@@ -368,6 +385,9 @@ def apply_event(w: ShardWriter, record: EventRecord) -> bool:
             w.insert_vectors([(eid, record.text)])
     w.conn.execute(_TOTALS, (1, 1, record.time, record.time, seq, record.time, record.time,
                              session))
+    calls = call_rows(session, record) if record.type in _CALL_TYPES else None
+    if calls:
+        w.conn.execute(_CALLS, (dumps(calls),))
     if facts is not _NO_FACTS:
         naming = _Naming()
         naming.add(session, record, facts)
@@ -395,6 +415,7 @@ class _Appends:
         self.naming = _Naming()
         self.top: dict[str, int] = {}  # session → highest seq stored or batched (-1: none)
         self.claude: dict[str, bool] = {}  # session → written by Claude Code
+        self.calls: list[tuple[int, str, int, int]] = []
 
     def _claude(self, session_id: str) -> bool:
         found = self.claude.get(session_id)
@@ -449,6 +470,8 @@ class _Appends:
             source = facts.source
         else:
             source = 0  # facts_of would return _NO_FACTS
+        if kind_ in _CALL_TYPES:
+            self.calls.extend(call_rows(session, record))
         eid = w.event_id(session, seq, allocate=True)
         assert eid is not None
         type_code = w._types.get(kind_)
@@ -497,6 +520,9 @@ class _Appends:
         conn.executemany(_TOTALS, [(n, n, t, t, top, first, first, no)
                                    for no, (n, t, top, first) in self.totals.items()])
         self.naming.flush(conn)
+        if self.calls:
+            conn.execute(_CALLS, (dumps(self.calls),))
+            self.calls = []
         self.rows, self.at, self.raws, self.docs, self.totals = [], {}, {}, [], {}
         self.vectors = []
 

@@ -439,6 +439,13 @@ class Recall:
         return dict(self.backend.call("read_event", {"sessionId": session_id, "seq": seq,
                                                      "before": before, "after": after}))
 
+    def read_transcript(self, session_id: str, *, page: int = 1, at: int | None = None,
+                        limit: int) -> dict[str, Any]:
+        """One page of the human transcript (`limit` entries a page): `page`, or the page
+        holding seq `at` (indexer/transcript.py)."""
+        return dict(self.backend.call("read_transcript", {"sessionId": session_id, "page": page,
+                                                          "at": at, "limit": limit}))
+
     def trace_event(self, session_id: str, seq: int) -> dict[str, Any]:
         return dict(self.backend.call("trace_event", {"sessionId": session_id, "seq": seq}))
 

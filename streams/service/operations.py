@@ -104,8 +104,8 @@ def _list_sessions(backend: Backend, args: Mapping[str, Any]) -> list[dict[str, 
 
 #: Where each operation names one session (the argument, or inside `request`).
 _SESSION_ARG: dict[str, tuple[str, ...]] = {
-    op: ("sessionId",) for op in ("read_session", "read_surface", "read_event", "trace_event",
-                                  "trace_session", "filter_events",
+    op: ("sessionId",) for op in ("read_session", "read_surface", "read_event", "read_transcript",
+                                  "trace_event", "trace_session", "filter_events",
                                   # (the target is looked up before anything is appended)
                                   "append_events")}
 _SESSION_ARG["search_events"] = ("request", "sessionId")
@@ -160,6 +160,7 @@ OPERATIONS: dict[str, Callable[[Backend, Mapping[str, Any]], Any]] = {
     "read_session": lambda b, a: b.query().read_session(_session_id(a)),
     "read_surface": lambda b, a: b.query().read_surface(_session_id(a)),
     "read_event": lambda b, a: b.query().read_event(dict(a)),
+    "read_transcript": lambda b, a: b.query().read_transcript(dict(a)),
     "trace_event": lambda b, a: b.query().trace_event(_session_id(a), _seq(a)),
     "trace_session": lambda b, a: b.query().trace_session(_session_id(a)),
     "filter_sessions": lambda b, a: b.query().filter_sessions(_req(a, "filters"), now_ms=_now(a)),

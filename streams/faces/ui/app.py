@@ -173,7 +173,6 @@ class UiApp:
         self.recall = recall
         self.data_dir = data_dir
         self.lock = threading.Lock()
-        self.transcripts = pages.Transcripts()
         self.csrf = secrets.token_urlsafe(32)
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True,
                                undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
@@ -275,20 +274,24 @@ class UiApp:
             entries = pages.surface_entries(answer)
             counts = pages.surface_counts(entries)
             header = answer["session"]
+            page, page_count = pages.page_of(entries, wanted_page, at)
+            first = (page - 1) * pages.TRANSCRIPT_PAGE
+            entries, total = entries[first:first + pages.TRANSCRIPT_PAGE], len(entries)
         else:
-            answer = self.recall.read_session(session_id)
-            entries, counts = self.transcripts.of(answer["events"])
-            header = answer["header"]
-        page, page_count = pages.page_of(entries, wanted_page, at)
-        first = (page - 1) * pages.TRANSCRIPT_PAGE
+            # one page of the transcript, found in the index: a long session's page costs what
+            # a short one's does
+            answer = self.recall.read_transcript(session_id, page=wanted_page, at=at,
+                                                 limit=pages.TRANSCRIPT_PAGE)
+            entries, counts = pages.transcript_page(answer), dict(answer["counts"])
+            header, total = answer["session"], int(answer["total"])
+            page, page_count, first = (int(answer[k]) for k in ("page", "pages", "first"))
         return self.render("session.html", session_id=session_id,
                            title=pages.session_row({"header": header, **record}).title,
                            header=header, cwd=pages.line(header.get("cwd") or "-"),
                            agent=pages.line(record.get("agent") or "-"),
                            live=bool(record.get("live")), writes=pages.writes(header),
-                           parent=header.get("parentSession"),
-                           entries=entries[first:first + pages.TRANSCRIPT_PAGE],
-                           total=len(entries), first=first, page=page, pages=page_count,
+                           parent=header.get("parentSession"), entries=entries,
+                           total=total, first=first, page=page, pages=page_count,
                            surface_only=surface_only, counts=counts, lineage=lineage,
                            nav="sessions")
 

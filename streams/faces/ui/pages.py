@@ -9,20 +9,13 @@ from __future__ import annotations
 
 import base64
 import datetime
-import operator
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from projections.calls import blocks, call_ids, own_words, result_call_id, tool_names
 from projections.codec import JSONDecodeError, dumps, dumps_pretty, loads
-from projections.extraction import (
-    HIGHLIGHT_CLOSE,
-    HIGHLIGHT_OPEN,
-    block_pieces,
-    extract_text,
-    message_of,
-)
+from projections.extraction import HIGHLIGHT_CLOSE, HIGHLIGHT_OPEN, extract_text
 from projections.fold import fold_surface
 from projections.surfaces import surfaces_from_fold
 from projections.titles import NOT_INJECTED, SOURCE_NAMES, source_code
@@ -154,39 +147,9 @@ def _replacement_kind(event: Mapping[str, Any] | None) -> str:
     return "replacement"
 
 
-def _tool_names(events: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    """Tool call id → tool name, so a result can say which tool answered."""
-    names: dict[str, str] = {}
-    for event in events:
-        data = event.get("data")
-        if event.get("type") == "tool/call" and isinstance(data, dict):
-            names[str(data.get("callId"))] = str(data.get("name") or "")
-    return names
-
-
-def _result_call_id(event: Mapping[str, Any]) -> str | None:
-    message = message_of("tool/result", event.get("data")) or {}
-    for block in message.get("content") or []:
-        if isinstance(block, dict) and block.get("toolCallId") is not None:
-            return str(block["toolCallId"])
-    return None
-
-
-def _blocks(event: Mapping[str, Any]) -> list[Any]:
-    message = message_of(str(event.get("type")), event.get("data")) or {}
-    blocks = message.get("content")
-    return blocks if isinstance(blocks, list) else []
-
-
-def _call_ids(event: Mapping[str, Any]) -> list[str]:
-    """The ids of the tool calls an assistant message makes."""
-    return [str(b.get("id") or b.get("toolCallId")) for b in _blocks(event)
-            if isinstance(b, dict) and b.get("type") == "tool-call"]
-
-
 def _thinking(event: Mapping[str, Any]) -> str:
     """The reasoning a message carries (shown collapsed when it is all the message holds)."""
-    return "\n\n".join(str(b.get("text") or "") for b in _blocks(event)
+    return "\n\n".join(str(b.get("text") or "") for b in blocks(event)
                        if isinstance(b, dict) and b.get("type") == "reasoning").strip()
 
 
@@ -217,77 +180,80 @@ def transcript(events: Sequence[Mapping[str, Any]]) -> list[Entry]:
         for seq in rep.shadowed_seqs:
             replacer_of[seq] = rep.seq
     by_seq = {int(e["seq"]): e for e in events}
-    names = _tool_names(events)
+    names = tool_names(events)
     out: list[Entry] = []
     for event, surface in zip(events, surfaces, strict=True):
-        seq, kind_name = int(event["seq"]), str(event.get("type"))
-        op = event.get("surfaceOp")
-        text = extract_text(event)
-        calls = _call_ids(event) if kind_name == "assistant/message" else []
-        if calls and all(c in names for c in calls):
-            # Each call has its own tool/call entry: the message keeps only its own words, so a
-            # call shows once (as `recall events` shows it).
-            text = "\n".join(p for p in block_pieces(_blocks(event), text_only=True) if p)
-            if not text.strip() and replacer_of.get(seq) is None:
-                continue
-        replaced_by = replacer_of.get(seq)
-        how = _replacement_kind(by_seq.get(replaced_by)) if replaced_by is not None else ""
-        common: dict[str, Any] = {"seq": seq, "type": line(kind_name), "role": role_of(event),
-                                  "time": ms_to_text(event.get("time")),
-                                  "surface": surface.value, "replaced_by": replaced_by,
-                                  "replaced_how": how}
-        if isinstance(op, dict) and op.get("op") == "replace":
-            start, end = op.get("start"), op.get("end")
-            span = f"seq {start}" if start == end else f"seqs {start}–{end}"
-            out.append(Entry(**common, text=body(text), kind="boundary",
-                             replaces=f"{_replacement_kind(event)}: replaces {span}"))
-        elif kind_name in _COMPACTION_MARKERS:
-            out.append(Entry(**common, text=body(text or _preview(event)), kind="marker"))
-        elif kind_name in _TOOL_TYPES and (op == "append" or text):
-            name = str((event.get("data") or {}).get("name") or "") if kind_name == "tool/call" \
-                else names.get(_result_call_id(event) or "", "")
-            laid_out = call_layout(event) if kind_name == "tool/call" else None
-            out.append(Entry(**common, text=body(text if laid_out is None else laid_out),
-                             kind="tool", tool_name=line(name)))
-        elif op == "append" and not text.strip() and _thinking(event):
-            out.append(Entry(**common, text=body(_thinking(event)), kind="thinking"))
-        elif op == "append" and _injected(event):
-            out.append(Entry(**common, text=body(text), kind="injected"))
-        elif op == "append" or text:
-            out.append(Entry(**common, text=body(text) or ("(no text)" if op == "append"
-                                                           else ""),
-                             kind="message" if op == "append" else "other"))
+        replaced_by = replacer_of.get(int(event["seq"]))
+        entry = transcript_entry(event, surface.value, replaced_by,
+                                 None if replaced_by is None else by_seq.get(replaced_by), names)
+        if entry is not None:
+            out.append(entry)
     return out
+
+
+def transcript_page(answer: Mapping[str, Any]) -> list[Entry]:
+    """The entries of a `read_transcript` answer's page: what `transcript` gives for the same
+    events of the whole log."""
+    replacers = {int(e["seq"]): e for e in answer.get("replacers") or []}
+    names = dict(answer.get("names") or {})
+    out: list[Entry] = []
+    for item in answer.get("entries") or []:
+        replaced_by = item.get("replacedBy")
+        entry = transcript_entry(item["event"], str(item["surface"]), replaced_by,
+                                 None if replaced_by is None else replacers.get(replaced_by),
+                                 names)
+        if entry is not None:
+            out.append(entry)
+    return out
+
+
+def transcript_entry(event: Mapping[str, Any], surface: str, replaced_by: int | None,
+                     replacer: Mapping[str, Any] | None,
+                     names: Mapping[str, str]) -> Entry | None:
+    """One event's entry (None when the transcript leaves it out): `replaced_by` is the
+    replacement that shadowed it and `replacer` that event, `names` the tool names by call id
+    (at least of the calls this event makes or answers)."""
+    seq, kind_name = int(event["seq"]), str(event.get("type"))
+    op = event.get("surfaceOp")
+    text = extract_text(event)
+    calls = call_ids(event) if kind_name == "assistant/message" else []
+    if calls and all(c in names for c in calls):
+        # Each call has its own tool/call entry: the message keeps only its own words, so a
+        # call shows once (as `recall events` shows it).
+        text = own_words(event)
+        if not text.strip() and replaced_by is None:
+            return None
+    how = _replacement_kind(replacer) if replaced_by is not None else ""
+    common: dict[str, Any] = {"seq": seq, "type": line(kind_name), "role": role_of(event),
+                              "time": ms_to_text(event.get("time")),
+                              "surface": surface, "replaced_by": replaced_by,
+                              "replaced_how": how}
+    if isinstance(op, dict) and op.get("op") == "replace":
+        start, end = op.get("start"), op.get("end")
+        span = f"seq {start}" if start == end else f"seqs {start}–{end}"
+        return Entry(**common, text=body(text), kind="boundary",
+                     replaces=f"{_replacement_kind(event)}: replaces {span}")
+    if kind_name in _COMPACTION_MARKERS:
+        return Entry(**common, text=body(text or _preview(event)), kind="marker")
+    if kind_name in _TOOL_TYPES and (op == "append" or text):
+        name = str((event.get("data") or {}).get("name") or "") if kind_name == "tool/call" \
+            else names.get(result_call_id(event) or "", "")
+        laid_out = call_layout(event) if kind_name == "tool/call" else None
+        return Entry(**common, text=body(text if laid_out is None else laid_out),
+                     kind="tool", tool_name=line(name))
+    if op == "append" and not text.strip() and _thinking(event):
+        return Entry(**common, text=body(_thinking(event)), kind="thinking")
+    if op == "append" and _injected(event):
+        return Entry(**common, text=body(text), kind="injected")
+    if op == "append" or text:
+        return Entry(**common, text=body(text) or ("(no text)" if op == "append" else ""),
+                     kind="message" if op == "append" else "other")
+    return None
 
 
 def surface_counts(entries: Sequence[Entry]) -> dict[str, int]:
     """Entries per surface, for the page's summary line."""
     return {s: sum(1 for e in entries if e.surface == s) for s in ("current", "shadowed", "log-only")}
-
-
-class Transcripts:
-    """The last transcript built and its counts, kept while the same event objects come back.
-
-    The index keeps a large session's parsed log per revision and hands every reader the same
-    event objects (which nobody mutates), so the same objects in the same order mean the same
-    log: a page of a large transcript then costs an identity check, not a fold. Any other
-    events (another session, a new revision, a runtime that sends copies) build afresh."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._events: tuple[Mapping[str, Any], ...] = ()
-        self._built: tuple[list[Entry], dict[str, int]] = ([], surface_counts([]))
-
-    def of(self, events: Sequence[Mapping[str, Any]]) -> tuple[list[Entry], dict[str, int]]:
-        with self._lock:
-            kept, built = self._events, self._built
-        if kept and len(kept) == len(events) and all(map(operator.is_, kept, events)):
-            return built
-        entries = transcript(events)
-        built = (entries, surface_counts(entries))
-        with self._lock:
-            self._events, self._built = tuple(events), built
-        return built
 
 
 def surface_entries(surface: Mapping[str, Any]) -> list[Entry]:

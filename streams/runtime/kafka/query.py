@@ -36,7 +36,7 @@ if TYPE_CHECKING:
 
 #: Operations a shard owner answers from its local shard (single-session ones run whole).
 SINGLE_SESSION_OPS = ("search_events", "read_session", "read_surface", "read_event",
-                      "trace_event", "filter_events")
+                      "read_transcript", "trace_event", "filter_events")
 
 
 class _Local:
@@ -171,6 +171,9 @@ class RemoteQuery:
 
     def read_event(self, request: dict[str, Any]) -> dict[str, Any]:
         return dict(self._route("read_event", dict(request)))
+
+    def read_transcript(self, request: dict[str, Any]) -> dict[str, Any]:
+        return dict(self._route("read_transcript", dict(request)))
 
     def trace_event(self, session_id: str, seq: int) -> dict[str, Any]:
         return dict(self._route("trace_event", {"sessionId": session_id, "seq": seq}))

@@ -254,6 +254,10 @@ class WorkspaceQuery:
         self._check(request.get("sessionId"))
         return dict(self.inner.read_event(request))
 
+    def read_transcript(self, request: dict[str, Any]) -> dict[str, Any]:
+        self._check(request.get("sessionId"))
+        return dict(self.inner.read_transcript(request))
+
     def trace_event(self, session_id: str, seq: int) -> dict[str, Any]:
         self._check(session_id)
         return dict(self.inner.trace_event(session_id, seq))
