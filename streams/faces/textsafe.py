@@ -39,6 +39,11 @@ def encodable(text: str) -> str:
         return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
+def needs_escape(text: str) -> bool:
+    """Whether `visible(text)` differs from `text`."""
+    return _UNSAFE.search(text) is not None
+
+
 def visible(text: object, *, keep_newlines: bool = False) -> str:
     """`text` with every layout- or terminal-changing character written as an escape
     (`\\n`, `\\x1b`, `\\u202e`, …). `keep_newlines` leaves the line breaks and tabs of

@@ -9,13 +9,14 @@ piped listing has one session per line and full ids, and a terminal wraps long l
 from __future__ import annotations
 
 import datetime
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from projections.codec import dumps
 from projections.extraction import extract_text, message_of
-from streams.faces.textsafe import visible
+from streams.faces.textsafe import needs_escape, visible
 
 # rich loads with the first line built: `recall search`'s fast path prints plain lines it builds
 # from the same parts (session_hit_parts) and never imports it.
@@ -32,11 +33,20 @@ def ms_to_iso(ms: int) -> str:
         timespec="milliseconds").replace("+00:00", "Z")
 
 
+_MINUTE = "%Y-%m-%d %H:%MZ"
+#: 10000-01-01T00:00Z in ms: the first time datetime cannot show.
+_MS_END = 253_402_300_800_000
+
+
 def ms_to_minute(ms: int | None) -> str:
     """A time to the minute (UTC), for listings; `-` when unknown."""
     if ms is None:
         return "-"
-    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC).strftime("%Y-%m-%d %H:%MZ")
+    if type(ms) is int and 0 <= ms < _MS_END:
+        # the same minute as datetime's (whole seconds are floored alike), in a third of the
+        # time: a listing shows two per session
+        return time.strftime(_MINUTE, time.gmtime(ms // 1000))
+    return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC).strftime(_MINUTE)
 
 
 def one_line(text: object) -> str:
@@ -79,12 +89,27 @@ def strip_raw(value: Any) -> Any:
 SESSION_COLUMNS = ("id", "agent", "events", "first", "last", "live", "cwd", "title")
 
 
+def session_rows(records: Iterable[Mapping[str, Any]]) -> list[tuple[str, ...]]:
+    """A listing's rows (SESSION_COLUMNS) of its records, untrusted text escaped: one scan of
+    the listing's text finds whether any needs it."""
+    rows = []
+    for record in records:
+        header = record["header"]
+        title = record.get("title")
+        rows.append((str(header["id"]), str(record.get("agent") or "-"),
+                     str(record.get("eventCount", 0)), ms_to_minute(record.get("firstEventTime")),
+                     ms_to_minute(record.get("lastEventTime")),
+                     "live" if record.get("live") else "-", str(header.get("cwd") or "-"),
+                     " ".join(title.split()) if isinstance(title, str) and title.strip()
+                     else "untitled"))
+    if needs_escape("".join(cell for row in rows for cell in row)):
+        return [(visible(i), visible(a), n, first, last, live, visible(cwd), visible(title))
+                for i, a, n, first, last, live, cwd, title in rows]
+    return rows
+
+
 def session_row(record: Mapping[str, Any]) -> tuple[str, ...]:
-    header = record["header"]
-    return (visible(header["id"]), visible(record.get("agent") or "-"),
-            str(record.get("eventCount", 0)), ms_to_minute(record.get("firstEventTime")),
-            ms_to_minute(record.get("lastEventTime")), "live" if record.get("live") else "-",
-            visible(header.get("cwd") or "-"), title_of(record))
+    return session_rows([record])[0]
 
 
 # --- search hits --------------------------------------------------------------------------------

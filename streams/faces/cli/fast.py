@@ -108,7 +108,7 @@ def _plain(lines: list[str]) -> bool:
     """Whether printing `lines` as they are is what rich prints."""
     if sys.stdout.isatty() or any(os.environ.get(name) is not None for name in _RICH_ENV):
         return False
-    return all(_PLAIN.fullmatch(line) for line in lines)
+    return _PLAIN.fullmatch("".join(lines)) is not None  # one character class: one scan
 
 
 def _search(command: Command, reader: Any) -> tuple[Any, list[list[tuple[str, str]]]]:
@@ -136,9 +136,8 @@ def _search(command: Command, reader: Any) -> tuple[Any, list[list[tuple[str, st
 
 def _columns(rows: list[tuple[str, ...]]) -> list[str]:
     """streams/faces/cli/common.py's print_columns, for cells of one-cell characters."""
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return ["  ".join(cell + " " * (w - len(cell)) for cell, w in zip(row, widths, strict=True))
-            .rstrip() for row in rows]
+    line = "  ".join(f"{{:<{max(map(len, column))}}}" for column in zip(*rows, strict=True))
+    return [line.format(*row).rstrip() for row in rows]
 
 
 def _sessions(command: Command, reader: Any) -> tuple[Any, list[str] | None]:
@@ -150,9 +149,8 @@ def _sessions(command: Command, reader: Any) -> tuple[Any, list[str] | None]:
         return listing, None
     from streams.faces import views
 
-    rows = [views.SESSION_COLUMNS, *(views.session_row(r) for r in listing)]
-    cells = [cell for row in rows for cell in row]
-    if not _plain(cells):
+    rows = [views.SESSION_COLUMNS, *views.session_rows(listing)]
+    if not _plain([cell for row in rows for cell in row]):
         return listing, None  # rich measures and prints them
     return listing, _columns(rows)
 
@@ -208,7 +206,7 @@ def run(argv: Sequence[str]) -> int | None:
     if not result:
         return _write("No sessions.\n")  # printed by rich as is: plain text
     if columns is not None:
-        return _write("".join(line + "\n" for line in columns))
+        return _write("\n".join(columns) + "\n")
     return None  # rich's cell widths: the full CLI prints it
 
 
