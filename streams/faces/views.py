@@ -92,7 +92,7 @@ SESSION_COLUMNS = ("id", "agent", "events", "first", "last", "live", "cwd", "tit
 def session_rows(records: Iterable[Mapping[str, Any]]) -> list[tuple[str, ...]]:
     """A listing's rows (SESSION_COLUMNS) of its records, untrusted text escaped: one scan of
     the listing's text finds whether any needs it."""
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for record in records:
         header = record["header"]
         title = record.get("title")
