@@ -51,6 +51,17 @@ OVERSAMPLE = 8
 WORDS = DIMENSION // 64
 
 
+def not_scattered() -> Exception:
+    """A search by meaning across shards with different owners (the Kafka runtime's scatter):
+    its fusion and shortlist span all shards at once, which the scatter does not carry yet."""
+    return query_error(SEMANTIC_UNAVAILABLE,
+                       "a semantic or hybrid search across sessions is not served over Kafka yet"
+                       " (the vectors are there; the cross-shard ranking is not)",
+                       hint="search with mode lexical over Kafka, search one session's events by"
+                            " meaning (recall events SESSION --semantic), or search by meaning"
+                            " with the embedded runtime")
+
+
 def unavailable() -> Exception:
     return query_error(SEMANTIC_UNAVAILABLE,
                        "this index holds no semantic vectors (it was built without them)",

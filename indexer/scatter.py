@@ -14,6 +14,7 @@ from typing import Any
 
 from indexer.config import IndexConfig
 from indexer.cursor import decode_cursor, encode_cursor, require_generation
+from indexer.dense import DENSE_MODES, not_scattered
 from indexer.errors import INVALID_QUERY, query_error, substring_missing
 from indexer.filters import check_budgets, compile_clauses, validate_filters
 from indexer.lineage import trace_lineage
@@ -122,6 +123,8 @@ class Coordinator:
 
     def search_sessions(self, request: Any, *, now_ms: int, scatter: Scatter) -> dict[str, Any]:
         req = prepare_request(request, "sessions", self.config)
+        if req["mode"] in DENSE_MODES:
+            raise not_scattered()  # (each owner would rank its own shard lexically instead)
         if req["consistency"] == "snapshot":
             raise query_error(INVALID_QUERY, "snapshot paging is served by the embedded runtime",
                               hint="use consistency: strict over Kafka")
