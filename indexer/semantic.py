@@ -46,6 +46,8 @@ MIN_CHARS = 12
 #: Chunks run through the model at once in `embed_many`, each on its own thread (one intra-op
 #: thread each, so the arithmetic is the same as a lone run's).
 EMBED_THREADS = max(1, min(4, os.cpu_count() or 1))
+#: Query vectors kept (a search's pages embed the same query).
+QUERY_CACHE = 64
 #: Event types embedded: the ones a person recalls by meaning. Tool output only on request.
 EMBEDDED_TYPES = frozenset({"user/message", "assistant/message", "compaction/summary",
                             "session/title", "claude-code/summary"})
@@ -139,6 +141,7 @@ class OnnxEmbedder:
         # (InferenceSession.run is thread-safe and releases the GIL: one session serves them all)
         self._pool: ThreadPoolExecutor | None = None
         self._pool_lock = threading.Lock()
+        self._queries: dict[str, Any] = {}  # query text → its vector, oldest first
 
     @staticmethod
     def _split(ids: Sequence[int]) -> list[list[int]]:
@@ -195,9 +198,26 @@ class OnnxEmbedder:
                 self._pool = ThreadPoolExecutor(EMBED_THREADS, thread_name_prefix="recall-embed")
             return self._pool
 
+    def forget_queries(self) -> None:
+        """Drop the kept query vectors (a benchmark's queries each pay for their embedding)."""
+        with self._pool_lock:
+            self._queries.clear()
+
     def embed_query(self, text: str) -> Any:
+        # (each page of a search embeds its query again: the last few are kept, read-only)
+        with self._pool_lock:
+            found = self._queries.get(text)
+        if found is not None:
+            return found
         chunks = self._chunks(text)
-        return self._vector(chunks[0]) if chunks else self._np.zeros(DIMENSION, self._np.float32)
+        vector = (self._vector(chunks[0]) if chunks
+                  else self._np.zeros(DIMENSION, self._np.float32))
+        vector.setflags(write=False)
+        with self._pool_lock:
+            self._queries[text] = vector
+            while len(self._queries) > QUERY_CACHE:
+                del self._queries[next(iter(self._queries))]
+        return vector
 
 
 def quantize(np: Any, vector: Any) -> bytes:

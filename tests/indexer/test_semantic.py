@@ -313,3 +313,13 @@ def test_a_shortlisted_scan_orders_alike_whatever_the_shard_count(
     assert 0 < shortlisted[0] < vectors_in_all  # (the one-shard index's first search)
     assert pages[0] == pages[1] == pages[2]
     assert pages[0][0] == exact  # the best vector is in the shortlist
+
+
+def test_a_query_embedded_again_is_the_same_read_only_vector() -> None:
+    model = semantic.OnnxEmbedder()
+    first = model.embed_query("flaky login test")
+    assert model.embed_query("flaky login test") is first
+    assert not first.flags.writeable
+    model.forget_queries()
+    again = model.embed_query("flaky login test")
+    assert again is not first and again.tobytes() == first.tobytes()
