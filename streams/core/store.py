@@ -13,10 +13,13 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import itertools
 import os
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -79,29 +82,61 @@ class SessionStore:
 
     def __init__(self, root: Path) -> None:
         self.root = ensure_private_dir(root)
-        self._cache: dict[str, StoredSession] = {}
-        #: Files appended with `durable=False` and not fsynced yet (in append order).
-        self._unsynced: dict[Path, None] = {}
+        self._cache: OrderedDict[str, StoredSession] = OrderedDict()
+        #: Files appended with `durable=False` and not known durable yet, each with the ticket
+        #: of its latest append (an fsync that began before that append does not cover it).
+        self._unsynced: dict[Path, int] = {}
+        self._tickets = itertools.count(1)
+        #: Early fsyncs in flight (started at the append, on the shared fsync threads).
+        self._early: set[Future[None]] = set()
+        #: The first error of an early fsync, raised by the next `sync()`: a failed fsync may
+        #: have dropped the file's dirty pages, so a later fsync that succeeds proves nothing.
+        self._failed: OSError | None = None
         self._sync_lock = threading.Lock()
 
     def sync(self) -> None:
-        """Fsync every file appended with `durable=False` since the last sync. Thread-safe: the
-        index writer thread calls it before committing what those appends indexed, the
-        ingest before it records the sources as consumed; a second caller waits until the
-        first one's fsyncs are done, so on return everything appended before is durable."""
+        """Make every file appended with `durable=False` before this call durable. Thread-safe:
+        the index writer thread calls it before committing what those appends indexed, the
+        ingest before it records the sources as consumed. Each such append started an fsync of
+        its file already (`_early_sync`): this waits for those, then fsyncs what they did not
+        cover (a file appended to again meanwhile), in parallel. Concurrent fsyncs of several
+        files share the filesystem's journal commits, where one after the other each pays a
+        commit of its own."""
         with self._sync_lock:
-            while self._unsynced:
-                path = next(iter(self._unsynced))
-                try:
-                    fd = os.open(path, os.O_RDONLY)
-                except FileNotFoundError:  # deleted meanwhile: nothing left to make durable
-                    fd = None
-                if fd is not None:
-                    try:
-                        os.fsync(fd)  # flushes the file, whichever descriptor wrote it
-                    finally:
-                        os.close(fd)
-                self._unsynced.pop(path, None)
+            early = list(self._early)
+        wait(early)
+        with self._sync_lock:
+            failed, self._failed = self._failed, None
+            left = list(self._unsynced.items())
+        if failed is not None:
+            raise failed
+        if len(left) == 1:
+            self._fsync(*left[0])
+        elif left:
+            for done in _fsync_pool().map(lambda item: self._fsync(*item), left):
+                assert done is None
+
+    def _fsync(self, path: Path, ticket: int) -> None:
+        """Fsync `path`; it is durable up to the append of `ticket` (and any before)."""
+        try:
+            fd = os.open(path, os.O_RDONLY)
+        except FileNotFoundError:  # deleted meanwhile: nothing left to make durable
+            fd = None
+        if fd is not None:
+            try:
+                os.fsync(fd)  # flushes the file, whichever descriptor wrote it
+            finally:
+                os.close(fd)
+        with self._sync_lock:
+            if self._unsynced.get(path) == ticket:
+                del self._unsynced[path]
+
+    def _early_sync(self, path: Path, ticket: int) -> None:
+        try:
+            self._fsync(path, ticket)
+        except OSError as exc:
+            with self._sync_lock:
+                self._failed = self._failed or exc
 
     def path_of(self, session_id: str) -> Path:
         return self.root / session_file_name(session_id)
@@ -171,6 +206,7 @@ class SessionStore:
         """The session's header, fold state and line digests (writer only: repairs a torn tail)."""
         cached = self._cache.get(session_id)
         if cached is not None:
+            self._cache.move_to_end(session_id)
             return cached
         path = self.path_of(session_id)
         if not path.exists():
@@ -186,7 +222,7 @@ class SessionStore:
             except FoldError as exc:
                 raise self._corrupt(path, n, f"the event does not fold ({exc.message})") from None
         stored = StoredSession(header, state, [_digest(dumps(e)) for e in events])
-        self._cache[session_id] = stored
+        self._remember(session_id, stored)
         return stored
 
     def check_header(self, header: Mapping[str, Any]) -> StoredSession | None:
@@ -243,12 +279,27 @@ class SessionStore:
                 os.fsync(f.fileno())
             else:
                 with self._sync_lock:
-                    self._unsynced[path] = None
+                    ticket = self._unsynced[path] = next(self._tickets)
+                    future = _fsync_pool().submit(self._early_sync, path, ticket)
+                    self._early.add(future)
+                future.add_done_callback(self._early_done)
         if stored is None:
             stored = StoredSession(dict(header), SurfaceState(), [])
-            self._cache[session_id] = stored
+            self._remember(session_id, stored)
         stored.state = state
         stored.digests = None
+
+    def _early_done(self, future: Future[None]) -> None:
+        with self._sync_lock:
+            self._early.discard(future)
+
+    def _remember(self, session_id: str, stored: StoredSession) -> None:
+        """Cache a session's state, keeping the CACHED_SESSIONS used last: a bulk ingest of
+        many sessions must not hold every one's fold state (a miss rereads the file)."""
+        self._cache[session_id] = stored
+        self._cache.move_to_end(session_id)
+        while len(self._cache) > CACHED_SESSIONS:
+            self._cache.popitem(last=False)
 
     def delete(self, session_id: str) -> None:
         path = self.path_of(session_id)
@@ -256,6 +307,25 @@ class SessionStore:
             self._unsynced.pop(path, None)
         path.unlink(missing_ok=True)
         self._cache.pop(session_id, None)
+
+
+#: Sessions whose state the store keeps cached at most (the most recently used).
+CACHED_SESSIONS = 4096
+#: Threads that fsync appended files (see `SessionStore.sync`): enough to share journal commits.
+FSYNC_THREADS = 16
+_pool: tuple[int, ThreadPoolExecutor] | None = None
+_pool_lock = threading.Lock()
+
+
+def _fsync_pool() -> ThreadPoolExecutor:
+    """The process's fsync threads (a forked child, which has none of its parent's threads,
+    starts its own)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None or _pool[0] != os.getpid():
+            _pool = (os.getpid(), ThreadPoolExecutor(FSYNC_THREADS,
+                                                     thread_name_prefix="recall-fsync"))
+        return _pool[1]
 
 
 def _digest(raw: bytes) -> bytes:
