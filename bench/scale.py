@@ -25,15 +25,19 @@ Metrics, suffixed with the size (`_100k`, `_1m`, `_10m`):
 - `scale_speedup_vs_ripgrep_*`: `rg -c -F -i` over the size's JSONL ÷ search, medians over the
   mix (in-process; the whole-process CLI comparison is `bench cli`'s); also written as
   `speedup_vs_ripgrep_10m` (at 100k and 1M that name is `bench index`'s).
-- `giant_session_first_page_ms_<view>_*`: one of the 100k-event sessions, median of 5 after a
-  warm-up: `surface` (`read_surface`), `show` (`read_event` of a middle event, 5 either side),
-  `events` (`search_events` of a common word, first page), `web` (the transcript page
+- `giant_session_first_page_ms_<view>_*`: one of the 100k-event sessions, as a user first meets
+  it: the first request in a fresh process after the ingest (`Recall.open`, and for `web` the
+  UI's app, built before the clock starts), one child process per view: `surface`
+  (`read_surface`), `show` (`read_event` of a middle event, 5 either side), `events`
+  (`search_events` of a common word, first page), `web` (the transcript page
   `GET /session?id=…`, page 1, through the UI's ASGI app in-process), `trace`
-  (`trace_session`), `trace_event` (a compacted-away event's trace). `web` and `trace_event`
-  read the whole log once per revision (indexer/foldcache.py keeps it): the warm-up pays
-  that, the median is what every later request costs.
+  (`trace_session`), `trace_event` (a compacted-away event's trace).
+  `giant_session_warm_ms_<view>_*`: the median of 5 more requests in that process.
   `reference_prepare_ms_giant_*`: `prepare_reference` dry run from a small session with the
-  giant as its one source.
+  giant as its one source, first in a fresh process (`reference_prepare_warm_ms_giant_*`: the
+  median of 5 more).
+  RECALL_BENCH_SCALE_ONLY=giant measures only these (the corpus and the giants are still
+  ingested; the ingest, index-size, search and listing figures are not written).
 - Listing, suffixed with the session count (`_200`, `_2k`, `_20k`): `list_sessions_ms_*`
   (the newest 50, as `recall sessions --limit 50`), `list_sessions_title_ms_*` (`--title` of a
   word), `ui_sessions_page_ms_*` (`GET /`), `mcp_candidates_ms_*` (`list_candidates`).
@@ -219,39 +223,76 @@ def _ok(get: Any, path: str, query: str) -> bytes:
     return bytes(body)
 
 
-def giant_figures(recall: Recall, data: Path, giant: str, events: int, target: str,
-                  name: str, out: dict[str, Any]) -> None:
-    from bench.ui import AsgiGet
-    from streams.faces.ui.app import create_app
+GIANT_VIEWS = ("surface", "show", "events", "web", "trace", "trace_event", "reference")
 
+
+def giant_view(recall: Recall, data: Path, view: str, giant: str, events: int,
+               target: str) -> tuple[Callable[[], Any], Callable[[], None]]:
+    """(one request of `view` on the giant session, what closes what it opened)."""
+    if view == "web":
+        from bench.ui import AsgiGet
+        from streams.faces.ui.app import create_app
+
+        get = AsgiGet(create_app(recall, data_dir=data))
+        return lambda: _ok(get, "/session", f"id={giant}"), get.close
     word = vocabulary(7)[0]  # the most frequent word of the giants' generator
     shadowed = 8  # a user message of the second turn, replaced by the first compaction
+    refs = [{"sessionId": giant, "label": "giant"}]
+    message = "What did we decide about the failing job in that session?"
     views: dict[str, Callable[[], Any]] = {
         "surface": lambda: recall.read_surface(giant),
         "show": lambda: recall.read_event(giant, events // 2, before=5, after=5),
         "events": lambda: recall.search_events(giant, word),
         "trace": lambda: recall.trace_session(giant),
         "trace_event": lambda: recall.trace_event(giant, shadowed),
+        "reference": lambda: recall.prepare_reference(target, message, references=refs,
+                                                      dry_run=True),
     }
-    get = AsgiGet(create_app(recall, data_dir=data))
-    views["web"] = lambda: _ok(get, "/session", f"id={giant}")
-    try:
-        for view, fn in views.items():
-            log(f"giant session: {view}")
+    return views[view], lambda: None
+
+
+def giant_figures(data: Path, giant: str, events: int, target: str, name: str,
+                  out: dict[str, Any]) -> None:
+    for view in GIANT_VIEWS:
+        log(f"giant session: {view}, in a fresh process")
+        proc = subprocess.run([sys.executable, "-m", "bench.scale", "--giant", str(data), view,
+                               giant, str(events), target], stdout=subprocess.PIPE, check=True)
+        found = orjson.loads(proc.stdout)
+        first, warm = (ms(found["first"]), ms(found["warm"]))
+        if view == "reference":
+            out[f"reference_prepare_ms_giant_{name}"] = first
+            out[f"reference_prepare_warm_ms_giant_{name}"] = warm
+        else:
+            out[f"giant_session_first_page_ms_{view}_{name}"] = first
+            out[f"giant_session_warm_ms_{view}_{name}"] = warm
+
+
+def _giant_main(argv: Sequence[str]) -> int:
+    data, view, giant, events, target = argv
+    with Recall.open(data) as recall:
+        request, close = giant_view(recall, Path(data), view, giant, int(events), target)
+        try:
             gc.collect()
-            out[f"giant_session_first_page_ms_{view}_{name}"] = ms(timed(fn))
-    finally:
-        get.close()
-    refs = [{"sessionId": giant, "label": "giant"}]
-    message = "What did we decide about the failing job in that session?"
-    out[f"reference_prepare_ms_giant_{name}"] = ms(timed(
-        lambda: recall.prepare_reference(target, message, references=refs, dry_run=True)))
+            start = time.perf_counter()
+            request()
+            first = time.perf_counter() - start
+            warm = timed(request) if first < 1.0 else first
+        finally:
+            close()
+    sys.stdout.buffer.write(orjson.dumps({"first": first, "warm": warm}))
+    return 0
 
 
 def measure_size(name: str, events: int, giant_dir: Path, queries: list[tuple[str, str]],
                  mix: dict[str, list[str]], out: dict[str, Any]) -> None:
     sessions = events // EVENTS_PER_SESSION
     corpus = ensure_corpus(parts(sessions))
+    if os.environ.get("RECALL_BENCH_SCALE_ONLY") == "giant":
+        data = fresh_dir(f"scale-data-{name}")
+        log(f"{name}: ingest in a child process (giant figures only)")
+        child_ingest(data, corpus.parts)
+        measure_giants(name, data, giant_dir, out)
+        return
     files = corpus.files()
     log(f"{name}: text bytes of {len(files)} sessions")
     text = text_bytes(files)
@@ -272,12 +313,17 @@ def measure_size(name: str, events: int, giant_dir: Path, queries: list[tuple[st
         listing_figures(recall, data, sessions, target, out)
     log(f"{name}: cold search")
     out[f"scale_search_cold_ms_{name}"] = ms(median(cold_searches(data, mix)))
+    measure_giants(name, data, giant_dir, out)
+
+
+def measure_giants(name: str, data: Path, giant_dir: Path, out: dict[str, Any]) -> None:
+    """Ingest the giant sessions into the size's data dir, then their figures."""
     log(f"{name}: ingest the giant sessions")
     giant_files = sorted(giant_dir.glob("*.jsonl"))
     with Recall.open(data) as recall:
         recall.ingest([giant_dir])
-        giant_events = sum(1 for _ in giant_files[0].open("rb")) - 1
-        giant_figures(recall, data, "giant-0", giant_events, target, name, out)
+    giant_events = sum(1 for _ in giant_files[0].open("rb")) - 1
+    giant_figures(data, "giant-0", giant_events, "bench-000001", name, out)
     if os.environ.get("RECALL_BENCH_KEEP") != "1":
         fresh_dir(data.name).rmdir()
 
@@ -403,4 +449,6 @@ def _ingest_main(argv: Sequence[str]) -> int:
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--ingest"]:
         sys.exit(_ingest_main(sys.argv[2:]))
+    if sys.argv[1:2] == ["--giant"]:
+        sys.exit(_giant_main(sys.argv[2:]))
     raise SystemExit("usage: python -m bench scale")

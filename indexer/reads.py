@@ -48,7 +48,7 @@ from indexer.shard import Shard
 from indexer.shardset import ShardSet
 from indexer.text import text_of
 from indexer.transcript import transcript_page
-from projections.codec import loads
+from projections.codec import dumps, loads
 from projections.errors import FoldError
 from projections.trace import trace_event as trace_log_event
 
@@ -255,14 +255,39 @@ class SessionReads:
         return {"session": header, **traced.to_json()}
 
     def trace_session(self, session_id: str) -> dict[str, Any]:
-        """`{session, ancestors, complete, root | unresolvedParentId, descendants}`."""
+        """`{session, ancestors, complete, root | unresolvedParentId, descendants}`: from the
+        headers of the session's lineage alone (its parent chain by id, its descendants through
+        the parent index), which are all `trace_lineage` reads of the whole set."""
         headers: dict[str, dict[str, Any]] = {}
-        for shard in self.shardset:
-            with shard.reader() as conn:
-                rows = conn.execute("SELECT header FROM sessions WHERE header IS NOT NULL").fetchall()
+
+        def add(rows: list[Any]) -> list[str]:
+            keys = []
             for (raw,) in rows:
                 header = loads(raw)
-                headers[str(header["id"])] = header
+                keys.append(str(header["id"]))
+                headers.setdefault(keys[-1], header)
+            return keys
+
+        wanted: Any = session_id
+        while isinstance(wanted, str) and wanted not in headers:
+            with self.shardset.shard_for(wanted).reader() as conn:
+                found = add(conn.execute("SELECT header FROM sessions WHERE id = ?"
+                                         " AND header IS NOT NULL", (wanted,)).fetchall())
+            if not found:
+                break
+            wanted = headers[found[0]].get("parentSession")
+        parents = [session_id] if session_id in headers else []
+        expanded: set[str] = set()
+        while parents:
+            expanded.update(parents)
+            children: list[str] = []
+            for shard in self.shardset:
+                with shard.reader() as conn:
+                    children.extend(add(conn.execute(
+                        "SELECT header FROM sessions WHERE parent IN"
+                        " (SELECT value FROM json_each(?)) AND header IS NOT NULL",
+                        (dumps(parents),)).fetchall()))
+            parents = sorted(set(children) - expanded)
         return trace_lineage(headers, session_id)
 
     def filter_sessions(self, filters: Any, *, now_ms: int | None = None,

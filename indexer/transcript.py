@@ -29,8 +29,9 @@ from projections.codec import dumps, loads
 #: Types whose events are entries even without text (pages.py shows them as markers).
 MARKER_TYPES = ("compaction/start", "compaction/summary", "compaction/end", "compaction/prune")
 LOG_ONLY = SURFACE_CODES["log-only"]
-#: Replacement events read at a time while looking for what shadowed a page's events.
-_REPLACEMENT_CHUNK = 64
+#: Replacement events read at a time while looking for what shadowed a page's events: a few
+#: first (the next replacement usually shadowed them all), more each time up to the last size.
+_REPLACEMENT_CHUNKS = (4, 16, 64)
 
 
 class _Session:
@@ -137,9 +138,12 @@ def _replacers(s: _Session, epoch: str, shadowed: dict[int, int | None]
     raws: dict[int, bytes] = {}
     waiting = {seq: key for seq, key in shadowed.items() if key is not None}
     after = min(waiting, default=0)
+    rounds = 0
     while waiting:
+        limit = _REPLACEMENT_CHUNKS[min(rounds, len(_REPLACEMENT_CHUNKS) - 1)]
+        rounds += 1
         chunk = s.rows("e.order_key IS NOT NULL AND e.order_key != x.seq + e.id - x.first"
-                       " AND x.seq + e.id - x.first > ?", (after,), limit=_REPLACEMENT_CHUNK)
+                       " AND x.seq + e.id - x.first > ?", (after,), limit=limit)
         if not chunk:
             break  # (a log that folds never gets here)
         got = read_raws(s.conn, epoch, ((s.number, seq) for seq, _, _ in chunk))

@@ -174,9 +174,15 @@ class UiApp:
         self.data_dir = data_dir
         self.lock = threading.Lock()
         self.csrf = secrets.token_urlsafe(32)
+        # The templates ship with the package and never change under a running server: no
+        # freshness check per use (a transcript page includes one per entry), and all compiled
+        # here, so the first request of each page does not pay for it.
         self.env = Environment(loader=FileSystemLoader(HERE / "templates"), autoescape=True,
-                               undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True)
+                               undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                               auto_reload=False)
         self.env.globals.update(url=url_for, session_url=session_url, event_url=event_url)
+        for name in self.env.list_templates(extensions=["html"]):
+            self.env.get_template(name)
 
     # --- plumbing -------------------------------------------------------------------------------
 
