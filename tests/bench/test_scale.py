@@ -55,3 +55,23 @@ def test_a_tiny_scale_run_reports_every_figure_and_draws_the_curves(
     scale.plot(results, tmp_path)
     for _, png in scale.FIGURES:
         assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_an_ingest_only_run_reports_the_ingest_figures_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RECALL_BENCH_DIR", str(tmp_path / "bench"))
+    monkeypatch.setenv("RECALL_BENCH_SCALE_SIZES", "1000")
+    monkeypatch.setenv("RECALL_BENCH_SCALE_ONLY", "ingest")
+    monkeypatch.setenv("RECALL_BENCH_GIANTS", "1")
+    monkeypatch.setenv("RECALL_BENCH_GIANT_EVENTS", "600")
+    monkeypatch.setenv("RECALL_BENCH_SCALE_PLOT", "0")
+    out = scale.run()
+    assert out["scale_ingest_events_per_s_1k"] > 0
+    assert out["scale_ingest_peak_rss_mb_1k"] > 10
+    # the goal names beside them, at a size whose embedded_events_per_s is not bench index's
+    assert out["embedded_events_per_s_1k"] == out["scale_ingest_events_per_s_1k"]
+    assert out["ingest_peak_rss_mb_1k"] == out["scale_ingest_peak_rss_mb_1k"]
+    assert set(out) == {"scale_corpus_sessions_1k", "scale_ingest_events_per_s_1k",
+                        "scale_ingest_peak_rss_mb_1k", "embedded_events_per_s_1k",
+                        "ingest_peak_rss_mb_1k"}
+    assert not (tmp_path / "bench" / "scale-data-1k").exists()
