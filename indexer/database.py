@@ -39,6 +39,11 @@ class Conn(Protocol):
 #: FTS doclists of common terms — then stay in memory between queries; with SQLite's 2 MB
 #: default every lookup is a pread.
 CACHE_KIB = 64 * 1024
+#: Page cache of a shard's writer connection (KiB). The writer appends (the right edge of
+#: each B-tree, new FTS segments) and reads clean pages through the memory map, so a small
+#: cache costs it nothing, while readers' caches sized for hot doclists would make a bulk
+#: ingest's memory grow with the index (eight shards' writers up to eight times CACHE_KIB).
+WRITER_CACHE_KIB = 8 * 1024
 #: Memory-map shard files up to this size: readers share the OS page cache instead of copying.
 MMAP_BYTES = 1 << 30
 BUSY_TIMEOUT_MS = 5000

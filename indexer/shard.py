@@ -17,7 +17,7 @@ from pathlib import Path
 
 import apsw
 
-from indexer.database import Conn, connect, connect_readonly, writable_dir
+from indexer.database import WRITER_CACHE_KIB, Conn, connect, connect_readonly, writable_dir
 from indexer.errors import INDEX_FAILED, INVALID_CONFIG, IndexOutdated, query_error
 from indexer.schema import APPLICATION_ID, DDL, PAGE_SIZE, SCHEMA_VERSION, TRIGRAM_DOCS
 from indexer.semantic import open_vectors
@@ -114,7 +114,11 @@ class Shard:
             self.semantic = open_vectors(self.writer, semantic, path.name,
                                          readonly=self.readonly)
             if not self.readonly:
-                self.writer.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL")
+                # one statement per call: APSW runs the statements after one that returns a
+                # row (journal_mode does) only as its cursor is stepped
+                self.writer.execute("PRAGMA journal_mode = WAL").fetchall()
+                self.writer.execute("PRAGMA synchronous = NORMAL")
+                self.writer.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
             meta = self.meta(self.writer)
         except apsw.Error as exc:
             self.writer.close()
