@@ -24,7 +24,7 @@ from __future__ import annotations
 
 #: 'RCLI' — ours, distinct from DSH's 0x44534851 so neither tool opens the other's files.
 APPLICATION_ID = 0x52434C49
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 PAGE_SIZE = 8192
 
 SEQ_BITS = 31
@@ -111,6 +111,10 @@ DDL = (
         seq INTEGER NOT NULL,
         PRIMARY KEY(session, call, uses, seq)
     ) WITHOUT ROWID""",
+    # The events that carry sourceEventSeqs (their raw text names the key; the key may also be
+    # in a text): an event's trace finds what cites it here, not in the whole log.
+    "CREATE TABLE citing(session INTEGER NOT NULL, seq INTEGER NOT NULL,"
+    " PRIMARY KEY(session, seq)) WITHOUT ROWID",
     "CREATE TABLE blocks(id INTEGER PRIMARY KEY, data BLOB NOT NULL)",
     "CREATE TABLE dictionaries(id INTEGER PRIMARY KEY, data BLOB NOT NULL)",
     f"""CREATE VIRTUAL TABLE events_fts USING fts5(

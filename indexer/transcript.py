@@ -17,8 +17,8 @@ span covers the event's order key is the one that shadowed it."""
 from __future__ import annotations
 
 import bisect
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, NamedTuple
 
 from indexer.blocks import read_raws
 from indexer.database import Conn
@@ -34,7 +34,7 @@ LOG_ONLY = SURFACE_CODES["log-only"]
 _REPLACEMENT_CHUNKS = (4, 16, 64)
 
 
-class _Session:
+class SessionRows:
     """A session's extents: (session, seq) ⇄ event id without a query per event."""
 
     def __init__(self, conn: Conn, number: int) -> None:
@@ -75,7 +75,7 @@ class _Session:
                                   (dumps(list(ids)),))}
 
 
-def _left_out(s: _Session) -> set[int]:
+def _left_out(s: SessionRows) -> set[int]:
     """The assistant messages the transcript leaves out: no words of their own, every call named
     by a tool/call event, and on the current surface."""
     found = [int(seq) for (seq,) in s.conn.execute(
@@ -85,7 +85,7 @@ def _left_out(s: _Session) -> set[int]:
     return {seq for seq, (kind, _) in s.kinds(found).items() if kind & 3 == CURRENT}
 
 
-def _counts(s: _Session, left_out: set[int]) -> dict[str, int]:
+def _counts(s: SessionRows, left_out: set[int]) -> dict[str, int]:
     counts = dict.fromkeys(("current", "shadowed", "log-only"), 0)
     for code, n in s.conn.execute(
             "SELECT e.kind & 3, count(*) FROM extents x"
@@ -96,7 +96,7 @@ def _counts(s: _Session, left_out: set[int]) -> dict[str, int]:
     return counts
 
 
-def _entries_before(s: _Session, seq: int, left_out: set[int]) -> int:
+def _entries_before(s: SessionRows, seq: int, left_out: set[int]) -> int:
     (candidates,) = s.conn.execute(
         "SELECT count(*) FROM extents x"
         " JOIN events e ON e.id BETWEEN x.first AND x.first + x.size - 1"
@@ -105,7 +105,7 @@ def _entries_before(s: _Session, seq: int, left_out: set[int]) -> int:
     return int(candidates) - sum(1 for o in left_out if o < seq)
 
 
-def _page_rows(s: _Session, first: int, size: int,
+def _page_rows(s: SessionRows, first: int, size: int,
                left_out: set[int]) -> list[tuple[int, int, int | None]]:
     """The rows of entries first .. first + size - 1 (in transcript order)."""
     offset = first
@@ -130,44 +130,66 @@ def _page_rows(s: _Session, first: int, size: int,
     return rows[:size]
 
 
-def _replacers(s: _Session, epoch: str, shadowed: dict[int, int | None]
+class Replacement(NamedTuple):
+    """A stored replacement event: its seq, the order keys of its span's start and end (every
+    surface event between them, inclusive, is what it shadowed), and its raw event."""
+
+    seq: int
+    start_key: int
+    end_key: int
+    raw: bytes
+
+
+def replacements_after(s: SessionRows, epoch: str, after: int,
+                       until: int | None = None) -> Iterator[Replacement]:
+    """The session's replacement events with after < seq (< until), in seq order, read a few at
+    a time (callers usually stop at one of the first)."""
+    rounds = 0
+    while True:
+        limit = _REPLACEMENT_CHUNKS[min(rounds, len(_REPLACEMENT_CHUNKS) - 1)]
+        rounds += 1
+        bound = "" if until is None else f" AND x.seq + e.id - x.first < {int(until)}"
+        chunk = s.rows("e.order_key IS NOT NULL AND e.order_key != x.seq + e.id - x.first"
+                       f" AND x.seq + e.id - x.first > ?{bound}", (after,), limit=limit)
+        if not chunk:
+            return
+        got = read_raws(s.conn, epoch, ((s.number, seq) for seq, _, _ in chunk))
+        ends: dict[int, int] = {}
+        for seq, _, _ in chunk:
+            op = loads(got[(s.number, seq)]).get("surfaceOp")
+            end = op.get("end") if isinstance(op, dict) else None
+            if isinstance(end, int) and not isinstance(end, bool):
+                ends[seq] = end
+        end_rows = s.kinds(ends.values())
+        for seq, _, start_key in chunk:
+            end_row = end_rows.get(ends[seq]) if seq in ends else None
+            if start_key is not None and end_row is not None and end_row[1] is not None:
+                yield Replacement(seq, start_key, end_row[1], got[(s.number, seq)])
+        after = chunk[-1][0]
+
+
+def _replacers(s: SessionRows, epoch: str, shadowed: dict[int, int | None]
                ) -> tuple[dict[int, int], dict[int, bytes]]:
     """(shadowed seq → the replacement that shadowed it, replacement seq → its raw event) for
     the given shadowed events (seq → order key)."""
     found: dict[int, int] = {}
     raws: dict[int, bytes] = {}
     waiting = {seq: key for seq, key in shadowed.items() if key is not None}
-    after = min(waiting, default=0)
-    rounds = 0
-    while waiting:
-        limit = _REPLACEMENT_CHUNKS[min(rounds, len(_REPLACEMENT_CHUNKS) - 1)]
-        rounds += 1
-        chunk = s.rows("e.order_key IS NOT NULL AND e.order_key != x.seq + e.id - x.first"
-                       " AND x.seq + e.id - x.first > ?", (after,), limit=limit)
-        if not chunk:
-            break  # (a log that folds never gets here)
-        got = read_raws(s.conn, epoch, ((s.number, seq) for seq, _, _ in chunk))
-        events = {seq: loads(got[(s.number, seq)]) for seq, _, _ in chunk}
-        ends = {seq: e.get("surfaceOp", {}).get("end") for seq, e in events.items()
-                if isinstance(e.get("surfaceOp"), dict)}
-        end_keys = s.kinds(int(v) for v in ends.values() if isinstance(v, int))
-        for seq, _, start_key in chunk:
-            end = ends.get(seq)
-            end_row = end_keys.get(end) if isinstance(end, int) else None
-            end_key = None if end_row is None else end_row[1]
-            if start_key is None or end_key is None:
-                continue
-            hit = [t for t, key in waiting.items() if t < seq and start_key <= key <= end_key]
-            for t in hit:
-                found[t] = seq
-                del waiting[t]
-            if hit:
-                raws[seq] = got[(s.number, seq)]
-        after = chunk[-1][0]
+    if not waiting:
+        return found, raws
+    for r in replacements_after(s, epoch, min(waiting)):
+        hit = [t for t, key in waiting.items() if t < r.seq and r.start_key <= key <= r.end_key]
+        for t in hit:
+            found[t] = r.seq
+            del waiting[t]
+        if hit:
+            raws[r.seq] = r.raw
+        if not waiting:
+            break
     return found, raws
 
 
-def _names(s: _Session, epoch: str, calls: set[str]) -> dict[str, str]:
+def _names(s: SessionRows, epoch: str, calls: set[str]) -> dict[str, str]:
     """Call id → tool name, for the given calls that a tool/call names (the latest one's)."""
     if not calls:
         return {}
@@ -186,7 +208,7 @@ def transcript_page(conn: Conn, epoch: str, number: int, header: Mapping[str, An
     last), or with `at` the page holding the first entry at or after seq `at`; `first` is the
     index of the page's first entry. `replacers` are the events that replaced the page's
     shadowed events; `names` names the calls its events make or answer."""
-    s = _Session(conn, number)
+    s = SessionRows(conn, number)
     left_out = _left_out(s)
     counts = _counts(s, left_out)
     total = sum(counts.values())

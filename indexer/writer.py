@@ -332,6 +332,9 @@ def _insert_documents(w: ShardWriter, docs: list[tuple[int, str, bool]]) -> None
 _CALL_TYPES = frozenset({TOOL_CALL, ASSISTANT_MESSAGE})
 _CALLS = ("INSERT INTO calls(session, call, uses, seq) SELECT value ->> 0, value ->> 1,"
           " value ->> 2, value ->> 3 FROM json_each(?)")
+#: In an event's raw JSON whenever it carries sourceEventSeqs (the `citing` table's test).
+_CITES = b'"sourceEventSeqs"'
+_CITING = "INSERT INTO citing(session, seq) SELECT value ->> 0, value ->> 1 FROM json_each(?)"
 
 
 def call_rows(session: int, record: EventRecord) -> list[tuple[int, str, int, int]]:
@@ -388,6 +391,8 @@ def apply_event(w: ShardWriter, record: EventRecord) -> bool:
     calls = call_rows(session, record) if record.type in _CALL_TYPES else None
     if calls:
         w.conn.execute(_CALLS, (dumps(calls),))
+    if _CITES in record.raw:
+        w.conn.execute(_CITING, (dumps([(session, seq)]),))
     if facts is not _NO_FACTS:
         naming = _Naming()
         naming.add(session, record, facts)
@@ -416,6 +421,7 @@ class _Appends:
         self.top: dict[str, int] = {}  # session → highest seq stored or batched (-1: none)
         self.claude: dict[str, bool] = {}  # session → written by Claude Code
         self.calls: list[tuple[int, str, int, int]] = []
+        self.citing: list[tuple[int, int]] = []
 
     def _claude(self, session_id: str) -> bool:
         found = self.claude.get(session_id)
@@ -472,6 +478,8 @@ class _Appends:
             source = 0  # facts_of would return _NO_FACTS
         if kind_ in _CALL_TYPES:
             self.calls.extend(call_rows(session, record))
+        if _CITES in record.raw:
+            self.citing.append((session, seq))
         eid = w.event_id(session, seq, allocate=True)
         assert eid is not None
         type_code = w._types.get(kind_)
@@ -523,6 +531,9 @@ class _Appends:
         if self.calls:
             conn.execute(_CALLS, (dumps(self.calls),))
             self.calls = []
+        if self.citing:
+            conn.execute(_CITING, (dumps(self.citing),))
+            self.citing = []
         self.rows, self.at, self.raws, self.docs, self.totals = [], {}, {}, [], {}
         self.vectors = []
 
