@@ -144,6 +144,10 @@ def answers(recall: Any) -> dict[str, Any]:
     out["surface:ci"] = recall.read_surface("ci-billing-2025-11-24")
     out["event:ci:7"] = recall.read_event("ci-billing-2025-11-24", 7, before=1, after=1)
     out["trace:ci:7"] = recall.trace_event("ci-billing-2025-11-24", 7)
+    out["trace:ci:all"] = [_outcome(lambda s=s: recall.trace_event("ci-billing-2025-11-24", s))
+                           for s in range(40)]
+    out["transcript:ci:2"] = recall.read_transcript("ci-billing-2025-11-24", page=2, limit=4)
+    out["transcript:ci:at"] = recall.read_transcript("ci-billing-2025-11-24", at=9, limit=3)
     out["trace:child"] = recall.trace_session("child")
     out["reference:dry"] = recall.prepare_reference(
         "ci-followup-2025-12-01", "same error?", dry_run=True, message_id="contract",
