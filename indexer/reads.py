@@ -7,12 +7,11 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from indexer.blocks import iter_session_raws, read_raws
 from indexer.config import IndexConfig
 from indexer.database import Conn
-from indexer.digest import index_digest
 from indexer.errors import (
     EVENT_NOT_FOUND,
     INVALID_FILTER,
@@ -20,15 +19,12 @@ from indexer.errors import (
     SESSION_NOT_FOUND,
     query_error,
 )
-from indexer.eventrows import session_rows
 from indexer.filters import (
     check_budgets,
     compile_clauses,
     text_clauses,
     validate_filters,
 )
-from indexer.foldcache import FoldCache, FoldedLog
-from indexer.lineage import trace_lineage
 from indexer.listing import (
     SummaryTitles,
     answer_shard_leaves,
@@ -47,10 +43,13 @@ from indexer.schema import SEQ, SURFACE, SURFACE_NAMES, TYPE
 from indexer.shard import Shard
 from indexer.shardset import ShardSet
 from indexer.text import text_of
-from indexer.transcript import transcript_page
 from projections.codec import dumps, loads
 from projections.errors import FoldError
-from projections.trace import trace_event as trace_log_event
+
+# The event, fold, transcript, lineage and digest reads import their modules when first run:
+# a search or a listing (a short `recall` process) loads none of them.
+if TYPE_CHECKING:
+    from indexer.foldcache import FoldCache, FoldedLog
 
 __all__ = ["SessionReads", "sort_listing"]
 
@@ -67,7 +66,16 @@ class SessionReads:
         self.config = config
         self.clock = clock
         self.summary_titles = SummaryTitles()
-        self.folded = FoldCache()
+        self._fold_cache: FoldCache | None = None
+
+    @property
+    def folded(self) -> FoldCache:
+        """Folded logs kept per revision (a race at worst makes a second, unused cache)."""
+        if self._fold_cache is None:
+            from indexer.foldcache import FoldCache
+
+            self._fold_cache = FoldCache()
+        return self._fold_cache
 
     def _now_ms(self, now_ms: int | None) -> int:
         return int(self.clock() * 1000) if now_ms is None else now_ms
@@ -181,6 +189,8 @@ class SessionReads:
         with self._reading(session_id) as (shard, conn):
             number, header = self._session_on(conn, session_id)
             top = conn.execute("SELECT top_seq FROM sessions WHERE no = ?", (number,)).fetchone()
+            from indexer.eventrows import session_rows
+
             rows = sorted(session_rows(conn, number, current_only=True),
                           key=lambda r: (r.order_key, r.seq))
             raws = read_raws(conn, shard.epoch, ((number, r.seq) for r in rows))
@@ -210,6 +220,8 @@ class SessionReads:
             number, header = self._session_on(conn, session_id)
             if isinstance(seq, bool) or not isinstance(seq, int):
                 raise query_error(EVENT_NOT_FOUND, f"event seq {seq!r} not found")
+            from indexer.eventrows import session_rows
+
             rows = session_rows(conn, number, seq - before, seq + after)
             raws = read_raws(conn, shard.epoch, ((number, r.seq) for r in rows))
         entries = {r.seq: {"event": loads(raws[(number, r.seq)]), "surface": r.surface,
@@ -235,6 +247,8 @@ class SessionReads:
                                   f"{MAX_TRANSCRIPT_INT}")
         with self._reading(session_id) as (shard, conn):
             number, header = self._session_on(conn, session_id)
+            from indexer.transcript import transcript_page
+
             return transcript_page(conn, shard.epoch, number, header, page=int(page or 1),
                                    at=at, size=int(limit or 1))
 
@@ -248,6 +262,8 @@ class SessionReads:
             with self._reading(session_id) as (shard, conn):
                 number, header = self._session_on(conn, session_id)
                 events = self._events(shard, conn, number)
+            from projections.trace import trace_event as trace_log_event
+
             return {"session": header, **trace_log_event(events, seq).to_json()}
         traced = folded.trace(seq)
         if traced is None:
@@ -288,6 +304,8 @@ class SessionReads:
                         " (SELECT value FROM json_each(?)) AND header IS NOT NULL",
                         (dumps(parents),)).fetchall()))
             parents = sorted(set(children) - expanded)
+        from indexer.lineage import trace_lineage
+
         return trace_lineage(headers, session_id)
 
     def filter_sessions(self, filters: Any, *, now_ms: int | None = None,
@@ -303,6 +321,8 @@ class SessionReads:
 
     def index_digest(self) -> dict[str, Any]:
         """Layout-independent digest of the whole index (indexer.digest)."""
+        from indexer.digest import index_digest
+
         return index_digest(self.shardset)
 
     def filter_events(self, session_id: str, filters: Any) -> dict[str, Any]:

@@ -16,18 +16,11 @@ import apsw
 from indexer.config import IndexConfig
 from indexer.errors import INDEX_FAILED, IndexOutdated, query_error, substring_missing
 from indexer.routing import shard_file_name, shard_of
-from indexer.segments import (
-    FTS_TABLES,
-    Structure,
-    merge_segments,
-    needs_merge,
-    read_structure,
-    release_free_pages,
-)
 from indexer.shard import Shard
 
 if TYPE_CHECKING:
     from indexer.pipeline import WriterThread
+    from indexer.segments import Structure
     from indexer.writer import ShardWriter
     from projections.records import IndexRecord
 
@@ -194,6 +187,8 @@ class ShardSet:
 
     def structures(self) -> dict[tuple[int, str], Structure]:
         """The segments of every full-text table, by (shard index, table)."""
+        from indexer.segments import FTS_TABLES, read_structure  # writers only
+
         with self._write_lock:
             return {(shard.index, table): read_structure(shard.writer, table)
                     for shard in self.shards for table in FTS_TABLES}
@@ -204,6 +199,8 @@ class ShardSet:
         good part of its size since `before` (`structures()`; indexer/segments.py). Answers do
         not change, nor does any generation; lookups then probe one segment. Returns the
         baseline for the next call: a merged table's structure now, the others' as before."""
+        from indexer.segments import merge_segments, needs_merge, read_structure, release_free_pages
+
         after = dict(before)
         merged: set[int] = set()
         with self._write_lock:

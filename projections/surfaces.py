@@ -7,10 +7,10 @@ from enum import StrEnum
 from typing import TYPE_CHECKING, Any
 
 from projections.events import as_wire
-from projections.fold import SurfaceFold, fold_surface
 
 if TYPE_CHECKING:
     from projections.eventmodels import Event
+    from projections.fold import SurfaceFold
 
 
 class Surface(StrEnum):
@@ -38,5 +38,7 @@ def surfaces_from_fold(count: int, fold: SurfaceFold, *, base_seq: int = 0) -> l
 
 def classify_surfaces(events: Iterable[Event | Mapping[str, Any]]) -> list[Surface]:
     """One surface per event in seq order; an invalid log raises SESSION_QUERY_INVALID_SURFACE."""
+    from projections.fold import fold_surface  # the fold loads with the first log it folds
+
     listed: Sequence[Mapping[str, Any]] = [as_wire(e) for e in events]
     return surfaces_from_fold(len(listed), fold_surface(listed))

@@ -73,10 +73,9 @@ def open_reader(settings: LightSettings) -> Reader | None:
     from indexer.routing import shard_file_name
     from streams.core.indexconfig import index_config, kept_redaction_fingerprint
     from streams.facade import _index_build_progress
-    from streams.runtime.embedded.generations import Generations
+    from streams.runtime.embedded.generations import live_generation
 
-    generations = Generations(root)
-    name = generations.live_name()
+    name = live_generation(root)
     if name is None:
         return None
     live = root / name

@@ -15,7 +15,6 @@ from pathlib import Path
 
 from projections.codec import JSONDecodeError, dumps, loads
 from projections.errors import IndexDamaged
-from streams.core.store import ensure_private_dir
 
 CURRENT = "CURRENT"
 BUILDING = "BUILDING"
@@ -23,6 +22,12 @@ RETIRED = "RETIRED"
 #: Prefix of a generation moved aside because it was damaged (kept for inspection).
 DAMAGED_PREFIX = "damaged-"
 _NAME = re.compile(r"gen-\d{6,}\Z")
+
+
+def ensure_private_dir(path: Path) -> Path:
+    from streams.core.store import ensure_private_dir as ensure  # (the log modules): writers only
+
+    return ensure(path)
 
 
 def _write_atomic(path: Path, data: bytes) -> None:
@@ -41,6 +46,14 @@ def _pointer(path: Path) -> str | None:
     return name
 
 
+def live_generation(root: Path) -> str | None:
+    """The name CURRENT under `root` holds, or None if it is missing or damaged (reads only)."""
+    try:
+        return _pointer(root / CURRENT)
+    except IndexDamaged:
+        return None
+
+
 class Generations:
     """The index generations under `<data_dir>/index`."""
 
@@ -53,10 +66,7 @@ class Generations:
 
     def live_name(self) -> str | None:
         """The name CURRENT holds, or None if it is missing or damaged (never creates)."""
-        try:
-            return _pointer(self.root / CURRENT)
-        except IndexDamaged:
-            return None
+        return live_generation(self.root)
 
     def current(self) -> Path:
         """The live generation's directory (created as gen-000001 on first use: writer only)."""
