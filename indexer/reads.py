@@ -44,7 +44,6 @@ from indexer.shard import Shard
 from indexer.shardset import ShardSet
 from indexer.text import text_of
 from projections.codec import dumps, loads
-from projections.errors import FoldError
 
 # The event, fold, transcript, lineage and digest reads import their modules when first run:
 # a search or a listing (a short `recall` process) loads none of them.
@@ -254,20 +253,13 @@ class SessionReads:
 
     def trace_event(self, session_id: str, seq: int) -> dict[str, Any]:
         """`{session, seq, replacedBy, replacementChain, replacedEventSeqs, sourceEventSeqs,
-        derivedEventSeqs}` (PROTOCOL §2, traceEvent)."""
-        try:
-            header, folded = self._folded(session_id)
-        except FoldError:
-            # a log that does not fold: the whole-log trace says which error comes first
-            with self._reading(session_id) as (shard, conn):
-                number, header = self._session_on(conn, session_id)
-                events = self._events(shard, conn, number)
-            from projections.trace import trace_event as trace_log_event
+        derivedEventSeqs}` (PROTOCOL §2, traceEvent), from the stored rows (indexer/trace.py):
+        the log is not read whole."""
+        from indexer.trace import trace_stored_event
 
-            return {"session": header, **trace_log_event(events, seq).to_json()}
-        traced = folded.trace(seq)
-        if traced is None:
-            raise query_error(EVENT_NOT_FOUND, f"event seq {seq} not found")
+        with self._reading(session_id) as (shard, conn):
+            number, header = self._session_on(conn, session_id)
+            traced = trace_stored_event(conn, shard.epoch, number, seq)
         return {"session": header, **traced.to_json()}
 
     def trace_session(self, session_id: str) -> dict[str, Any]:

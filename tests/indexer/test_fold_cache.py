@@ -1,5 +1,5 @@
-"""A large session's parsed and folded log is kept per revision: reads and traces answered from
-it are exactly what the whole-log path answers, on the real logs in tests/data and on generated
+"""A large session's parsed and folded log is kept per revision: reads answered from it, and
+traces, are exactly what the whole-log path answers, on the real logs in tests/data and on generated
 sessions with compactions, and an append (a new revision) is never answered from the old log."""
 
 from __future__ import annotations
