@@ -241,8 +241,10 @@ def _strict_loads(line: bytes) -> Any:
 # DEL, all non-ASCII) stays literal.
 _SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\f": "\\f", "\n": "\\n", "\r": "\\r",
                   "\t": "\\t"}
-_NEEDS_ESCAPE = re.compile('["\\\\\x00-\x1f\ud800-\udfff]')
-_SURROGATE = re.compile("[\ud800-\udfff]")
+# Compiled on first use (their surrogate ranges cost a read path's process to compile):
+# `re` keeps each compiled pattern.
+_NEEDS_ESCAPE = '["\\\\\x00-\x1f\ud800-\udfff]'
+_SURROGATE = "[\ud800-\udfff]"
 # Array-index keys (canonical uint32 below 2**32 - 1) come first in a JS object, ascending.
 _INDEX_KEY = re.compile("0|[1-9][0-9]*")
 _MAX_INDEX = 2**32 - 2
@@ -250,7 +252,7 @@ _MAX_INDEX = 2**32 - 2
 
 def join_surrogate_pairs(text: str) -> str:
     """Python strs may hold a UTF-16 pair as two code points; JS sees one character there."""
-    if _SURROGATE.search(text) is None:
+    if re.search(_SURROGATE, text) is None:
         return text
     return text.encode("utf-16-le", "surrogatepass").decode("utf-16-le", "surrogatepass")
 
@@ -261,7 +263,7 @@ def _escape_char(match: re.Match[str]) -> str:
 
 
 def _quote(text: str) -> str:
-    return '"' + _NEEDS_ESCAPE.sub(_escape_char, join_surrogate_pairs(text)) + '"'
+    return '"' + re.sub(_NEEDS_ESCAPE, _escape_char, join_surrogate_pairs(text)) + '"'
 
 
 def format_js_number(value: int | float) -> str:

@@ -15,8 +15,9 @@ import re
 # lone surrogates (undecodable bytes of a command line; no encoder can write them).
 _MARKS = "\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff"
 _UNSAFE = re.compile(f"[\x00-\x1f{_MARKS}]")
-# Multi-line views (show, surface, the web page) keep tabs and line feeds as layout.
-_UNSAFE_KEEP_LINES = re.compile(f"[\x00-\x08\x0b-\x1f{_MARKS}]")
+# Multi-line views (show, surface, the web page) keep tabs and line feeds as layout. Compiled
+# on first use (`re` keeps it): a listing or a search never needs it.
+_UNSAFE_KEEP_LINES = f"[\x00-\x08\x0b-\x1f{_MARKS}]"
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 
@@ -49,5 +50,6 @@ def visible(text: object, *, keep_newlines: bool = False) -> str:
     (`\\n`, `\\x1b`, `\\u202e`, …). `keep_newlines` leaves the line breaks and tabs of
     multi-line text as layout (a carriage return, which could overwrite a line, stays escaped)."""
     value = text if isinstance(text, str) else str(text)
-    pattern = _UNSAFE_KEEP_LINES if keep_newlines else _UNSAFE
-    return pattern.sub(_escape, value)
+    if keep_newlines:
+        return re.sub(_UNSAFE_KEEP_LINES, _escape, value)
+    return _UNSAFE.sub(_escape, value)
