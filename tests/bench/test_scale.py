@@ -75,3 +75,20 @@ def test_an_ingest_only_run_reports_the_ingest_figures_alone(
                         "scale_ingest_peak_rss_mb_1k", "embedded_events_per_s_1k",
                         "ingest_peak_rss_mb_1k"}
     assert not (tmp_path / "bench" / "scale-data-1k").exists()
+
+
+def test_a_giant_only_run_reports_each_view_first_in_a_fresh_process(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RECALL_BENCH_DIR", str(tmp_path / "bench"))
+    monkeypatch.setenv("RECALL_BENCH_SCALE_SIZES", "1000")
+    monkeypatch.setenv("RECALL_BENCH_SCALE_ONLY", "giant")
+    monkeypatch.setenv("RECALL_BENCH_GIANTS", "1")
+    monkeypatch.setenv("RECALL_BENCH_GIANT_EVENTS", "600")
+    monkeypatch.setenv("RECALL_BENCH_SCALE_PLOT", "0")
+    out = scale.run()
+    for view in ("surface", "show", "events", "web", "trace", "trace_event"):
+        assert out[f"giant_session_first_page_ms_{view}_1k"] > 0, view
+        assert out[f"giant_session_warm_ms_{view}_1k"] > 0, view
+    assert out["reference_prepare_ms_giant_1k"] > 0
+    assert out["reference_prepare_warm_ms_giant_1k"] > 0
+    assert not any(k.startswith(("scale_", "list_sessions")) for k in out)
