@@ -36,7 +36,7 @@ _RICH_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "JUPYTER_COLUMN
              "JUPYTER_LINES")
 #: Characters besides printable ASCII that the plain writer prints as rich does (one cell).
 _PLAIN_EXTRA = "—·…"
-_NOT_PLAIN = str.maketrans(dict.fromkeys(_PLAIN_EXTRA))
+_PLAIN = re.compile(f"[\x20-\x7e{_PLAIN_EXTRA}]*")
 
 
 class Command:
@@ -108,8 +108,7 @@ def _plain(lines: list[str]) -> bool:
     """Whether printing `lines` as they are is what rich prints."""
     if sys.stdout.isatty() or any(os.environ.get(name) is not None for name in _RICH_ENV):
         return False
-    text = "".join(lines).translate(_NOT_PLAIN)
-    return text.isascii() and text.isprintable()  # printable ASCII: U+0020 to U+007E
+    return _PLAIN.fullmatch("".join(lines)) is not None  # one character class: one scan
 
 
 def _search(command: Command, reader: Any) -> tuple[Any, list[list[tuple[str, str]]]]:
