@@ -18,14 +18,16 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
 from importlib import import_module
 from importlib.util import find_spec
 from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from indexer.errors import IndexOutdated
 from projections.errors import MissingExtra
+
+if TYPE_CHECKING:  # (with logging) loaded by the embedder only: a lexical read never needs it
+    from concurrent.futures import ThreadPoolExecutor
 
 #: What an index built with vectors records (meta key `semantic`): the model, the chunking and
 #: the quantization. Another value means other vectors: the shard is rebuilt.
@@ -195,6 +197,8 @@ class OnnxEmbedder:
     def _executor(self) -> ThreadPoolExecutor:
         with self._pool_lock:
             if self._pool is None:
+                from concurrent.futures import ThreadPoolExecutor
+
                 self._pool = ThreadPoolExecutor(EMBED_THREADS, thread_name_prefix="recall-embed")
             return self._pool
 

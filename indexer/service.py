@@ -147,15 +147,20 @@ class QueryService(SessionReads):
 
     def __init__(self, shardset: ShardSet, config: IndexConfig | None = None, *,
                  clock: Callable[[], float] = time.time,
-                 progress: Progress | None = None, build_substring: bool = True) -> None:
+                 progress: Progress | None = None, build_substring: bool = True,
+                 keep_threads: bool = True) -> None:
         """`progress(shard, done, total)` reports an index build a request needs first (the
         substring index of an index created without it). With `build_substring` false a
         search never builds: one that needs the substring index where it is missing is
         RECALL_SUBSTRING_INDEX_MISSING (a Kafka shard owner: a read must not turn into a long
-        write inside a query worker; `build_substring_index` is the explicit step)."""
+        write inside a query worker; `build_substring_index` is the explicit step).
+        `keep_threads` false: a parallel search starts its lanes' threads and joins them
+        instead of keeping a pool (a short-lived process: one search, and no
+        concurrent.futures or logging to load for it)."""
         super().__init__(shardset, config or shardset.config, clock=clock)
         self.progress = progress
         self.build_substring = build_substring
+        self.keep_threads = keep_threads
         self.instance = hashlib.blake2b(shardset.key, digest_size=12, person=b"recall-cursor").hexdigest()
         self.snapshots = SnapshotRegistry(self.config.snapshot_retention_s,
                                           self.config.max_snapshots, clock=clock)
@@ -332,7 +337,8 @@ class QueryService(SessionReads):
         The first shard runs here; if it was quick (a selective query) so are the others, and
         they run here too, since handing them to threads would cost more than it saves. Else
         the rest run in SEARCH_LANES interleaved lanes: this thread takes one, a small pool the
-        others (APSW releases the GIL while a statement runs). Each connection is in exactly
+        others (threads of their own without `keep_threads`; APSW releases the GIL while a
+        statement runs). Each connection is in exactly
         one lane and all lanes finish before this returns, also on error, so no connection is
         ever used by two threads at once."""
         if not calls:
@@ -343,14 +349,6 @@ class QueryService(SessionReads):
         lanes = min(SEARCH_LANES, len(rest))
         if lanes <= 1 or time.perf_counter() - started < PARALLEL_AFTER_S:
             return [first, *(fn(*call) for call in rest)]
-        with self._pool_lock:
-            if self._pool is None:
-                # concurrent.futures (and logging) load for a slow query only
-                from concurrent.futures import ThreadPoolExecutor
-
-                self._pool = ThreadPoolExecutor(max_workers=SEARCH_LANES - 1,
-                                                thread_name_prefix="recall-search")
-            pool = self._pool
         outcomes: list[Any] = [None] * len(rest)
 
         def lane(k: int) -> None:
@@ -361,6 +359,37 @@ class QueryService(SessionReads):
                     outcomes[i] = exc
                     return
 
+        if self.keep_threads:
+            self._pooled(lanes, lane)
+        else:
+            threads: list[threading.Thread] = []
+            try:
+                for k in range(1, lanes):
+                    threads.append(threading.Thread(target=lane, args=(k,),
+                                                    name=f"recall-search-{k}"))
+                    threads[-1].start()
+                lane(0)
+            finally:
+                for thread in threads:
+                    if thread.ident is not None:  # (one that failed to start never ran)
+                        thread.join()
+        results = [first]
+        for outcome in outcomes:
+            if isinstance(outcome, BaseException):
+                raise outcome
+            results.append(outcome)
+        return results
+
+    def _pooled(self, lanes: int, lane: Callable[[int], None]) -> None:
+        """Lanes 1.. on the kept pool, lane 0 here; returns when all are done."""
+        with self._pool_lock:
+            if self._pool is None:
+                # concurrent.futures (and logging) load for a slow query only
+                from concurrent.futures import ThreadPoolExecutor
+
+                self._pool = ThreadPoolExecutor(max_workers=SEARCH_LANES - 1,
+                                                thread_name_prefix="recall-search")
+            pool = self._pool
         from concurrent.futures import wait
 
         futures = [pool.submit(lane, k) for k in range(1, lanes)]
@@ -368,12 +397,6 @@ class QueryService(SessionReads):
             lane(0)
         finally:
             wait(futures)
-        results = [first]
-        for outcome in outcomes:
-            if isinstance(outcome, BaseException):
-                raise outcome
-            results.append(outcome)
-        return results
 
     def search_sessions(self, request: Any, *, now_ms: int | None = None) -> dict[str, Any]:
         """`{items: [{header, live, persisted, …listing fields, bestMatch}], nextCursor?}`

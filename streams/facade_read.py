@@ -90,4 +90,6 @@ def open_reader(settings: LightSettings) -> Reader | None:
                           key_dir=root, read_only=True)
     except Exception:  # damaged, outdated, another config: the full path says what and acts
         return None
-    return Reader(shards, QueryService(shards, progress=_index_build_progress))
+    # one search per process: its lanes need no kept pool
+    return Reader(shards, QueryService(shards, progress=_index_build_progress,
+                                       keep_threads=False))
