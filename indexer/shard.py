@@ -119,6 +119,7 @@ class Shard:
                 self.writer.execute("PRAGMA journal_mode = WAL").fetchall()
                 self.writer.execute("PRAGMA synchronous = NORMAL")
                 self.writer.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
+                self.writer.execute("PRAGMA mmap_size = 0").fetchall()
             meta = self.meta(self.writer)
         except apsw.Error as exc:
             self.writer.close()

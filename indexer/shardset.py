@@ -68,6 +68,7 @@ class ShardSet:
         writes fail; a missing or outdated part raises as above."""
         self.config = config or IndexConfig()
         self.root = Path(root)
+        self.key_dir = None if key_dir is None else Path(key_dir)
         self.read_only = read_only
         try:
             if not read_only:
@@ -84,6 +85,8 @@ class ShardSet:
         #: coverage writes too); readers never take it.
         self._write_lock = threading.RLock()
         self._pipeline: WriterThread | None = None
+        #: Whether the open pipeline writes through a child process (indexer/writerproc.py).
+        self._remote = False
         try:
             if read_only:
                 self.shards = [Shard(self.root / shard_file_name(i), i, self.config.shards,
@@ -148,6 +151,8 @@ class ShardSet:
         pipeline = self._pipeline
         if pipeline is not None and not pipeline.is_current():
             pipeline.drain()  # keep submission order: what was queued goes first
+            if self._remote:
+                self._forget_written()
         with self._write_lock:
             return self._write(by_shard, pos_by_shard)
 
@@ -164,26 +169,53 @@ class ShardSet:
             self.write_batch(records, positions)
 
     @contextmanager
-    def pipeline(self) -> Iterator[None]:
+    def pipeline(self, *, process: bool = False) -> Iterator[None]:
         """Within the block, `submit` hands batches to a writer thread (indexer/pipeline.py);
-        leaving it waits until all are written and raises the first error."""
+        leaving it waits until all are written and raises the first error. `process`: the
+        writer thread hands them on to a child process that writes them (indexer/writerproc.py:
+        for bulk writes, whose Python half then runs beside the caller's, not under its GIL)."""
         if self._pipeline is not None:
             yield  # already open (nested use): the outer block drains it
             return
         from indexer.pipeline import WriterThread
 
         before = self.structures()
-        self._pipeline = WriterThread(self.write_batch)
+        remote = None
+        if process:
+            from indexer.writerproc import WriterProcess
+
+            remote = WriterProcess(self.root, self.config, self.key_dir)
+        self._remote = remote is not None
+        self._pipeline = WriterThread(self.write_batch if remote is None else remote.write)
+        written = False
         try:
-            yield
-        except BaseException:
+            try:
+                yield
+            except BaseException:
+                pipeline, self._pipeline = self._pipeline, None
+                with suppress(BaseException):  # the block's own error is the one to report
+                    pipeline.close()
+                raise
             pipeline, self._pipeline = self._pipeline, None
-            with suppress(BaseException):  # the block's own error is the one to report
-                pipeline.close()
-            raise
-        pipeline, self._pipeline = self._pipeline, None
-        pipeline.close()
+            pipeline.close()
+            written = True
+        finally:
+            if remote is not None:
+                self._remote = False
+                self._forget_written()
+                if written:
+                    remote.close()
+                else:
+                    with suppress(BaseException):
+                        remote.close()
         self.merge_grown(before)
+
+    def _forget_written(self) -> None:
+        """Drop this process's writer caches (session numbers, extents, blocks): a writer
+        process wrote the shards meanwhile."""
+        with self._write_lock:
+            for writer in self._writers:
+                writer.reset()
 
     def structures(self) -> dict[tuple[int, str], Structure]:
         """The segments of every full-text table, by (shard index, table)."""

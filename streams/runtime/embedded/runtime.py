@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,6 +42,18 @@ from streams.runtime.embedded.generations import Generations
 if TYPE_CHECKING:
     from projections.redaction import Redactor
     from streams.ingest.edge import Importer, Ingestor, IngestReport
+
+
+#: Source bytes from which an ingest writes the index through a writer process.
+WRITER_PROCESS_BYTES = 64 * 1024 * 1024
+
+
+def _source_bytes(files: Sequence[Path]) -> int:
+    total = 0
+    for path in files:
+        with suppress(OSError):  # (the ingest reports it)
+            total += path.stat().st_size
+    return total
 
 
 def store_position_key(session_id: str) -> str:
@@ -227,11 +239,16 @@ class EmbeddedRuntime:
 
     def ingest(self, paths: Sequence[Path], *, fmt: str = "auto",
                progress: Callable[[int, int], None] | None = None) -> IngestReport:
+        from streams.ingest.edge import iter_log_files
+
         with self.writing():
             self._require_index()
             self._mark_pending()
-            with self.shards.pipeline():  # index writes overlap reading the next events
-                report = self.ingestor.ingest(paths, fmt=fmt, progress=progress)
+            files = list(iter_log_files(paths))
+            # index writes overlap reading the next events; a bulk ingest writes them in a
+            # process of its own (indexer/writerproc.py), worth its start-up only for many bytes
+            with self.shards.pipeline(process=_source_bytes(files) >= WRITER_PROCESS_BYTES):
+                report = self.ingestor.ingest(files, fmt=fmt, progress=progress)
             self._pending.unlink(missing_ok=True)
             return report
 

@@ -1,0 +1,168 @@
+"""Storage and read side: the index writer in a process of its own, for bulk writes.
+
+The writer thread (indexer/pipeline.py) overlaps SQLite with the caller's thread, but half of
+its work is Python (records into rows, blocks, naming facts) that needs the one GIL the caller's
+thread (reading, validating, folding the next events) holds nearly all the time: the two share
+one interpreter, and together they cannot use two cores. A child process has an interpreter of
+its own: the writer thread then only pickles each group of records, hands it to the child and
+waits for the answer without the GIL, while the child applies it with `ShardSet.write_batch`.
+
+The child is a part of the writer that holds the data dir's lock, never a second writer: it
+opens the same shard files and writes only the groups it is handed, one at a time, answering
+each before the next comes; the parent writes nothing meanwhile (`ShardSet.write_batch` drains
+the pipeline first) and forgets its own writer caches (ids, extents, blocks) before it writes
+again. A group the child fails on comes back as the same error (SessionQueryError and
+SourceConflict keep their code, message and fields), so the writer thread's retry of a failed
+group batch by batch names the right batch as it does in-process.
+
+Protocol over the child's stdin/stdout: frames of an 8-byte little-endian length and a pickle
+(parent and child are the same interpreter and code). The child's own prints go to stderr.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import struct
+import subprocess
+import sys
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+from indexer.config import IndexConfig
+from indexer.errors import INDEX_FAILED, SourceConflict, query_error
+from projections.errors import SessionQueryError
+from projections.records import IndexRecord
+
+_LENGTH = struct.Struct("<Q")
+
+
+def _send(stream: IO[bytes], value: Any) -> None:
+    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    stream.write(_LENGTH.pack(len(data)))
+    stream.write(data)
+    stream.flush()
+
+
+def _receive(stream: IO[bytes]) -> Any:
+    head = stream.read(_LENGTH.size)
+    if len(head) < _LENGTH.size:
+        raise EOFError("the index writer process ended")
+    (size,) = _LENGTH.unpack(head)
+    data = stream.read(size)
+    if len(data) < size:
+        raise EOFError("the index writer process ended")
+    return pickle.loads(data)
+
+
+def _error_frame(exc: BaseException) -> tuple[Any, ...]:
+    if isinstance(exc, SourceConflict):
+        return ("conflict", exc.message, exc.session_id, exc.seq)
+    if isinstance(exc, SessionQueryError):
+        return ("query", exc.code, exc.message, exc.hint)
+    return ("other", f"{type(exc).__name__}: {exc}")
+
+
+def _error_from(frame: tuple[Any, ...]) -> BaseException:
+    if frame[0] == "conflict":
+        return SourceConflict(frame[1], session_id=frame[2], seq=frame[3])
+    if frame[0] == "query":
+        return SessionQueryError(frame[2], code=frame[1], hint=frame[3] or None)
+    return query_error(INDEX_FAILED, f"the index writer process failed: {frame[1]}")
+
+
+class WriterProcess:
+    """A child process applying `write(records, positions)` to the shards under `root`."""
+
+    def __init__(self, root: Path, config: IndexConfig, key_dir: Path | None) -> None:
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "indexer.writerproc"], stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": _python_path()})
+        self._closed = False
+        try:
+            self._call(("open", str(root), config, None if key_dir is None else str(key_dir)))
+        except BaseException:
+            self._kill()
+            raise
+
+    def _call(self, request: tuple[Any, ...]) -> Any:
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        try:
+            _send(self._proc.stdin, request)
+            answer = _receive(self._proc.stdout)
+        except (OSError, EOFError) as exc:
+            raise query_error(INDEX_FAILED, f"the index writer process ended: {exc}") from None
+        if answer[0] == "ok":
+            return answer[1]
+        raise _error_from(answer[1])
+
+    def write(self, records: Sequence[IndexRecord], positions: Mapping[str, int]) -> bool:
+        return bool(self._call(("write", list(records), dict(positions))))
+
+    def close(self) -> None:
+        """Stop the child once it has answered every write (it commits each before it answers)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._call(("stop",))
+        finally:
+            self._kill()
+
+    def _kill(self) -> None:
+        self._closed = True
+        for stream in (self._proc.stdin, self._proc.stdout):
+            if stream is not None:
+                stream.close()
+        try:
+            self._proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self._proc.kill()
+            self._proc.wait()
+
+
+def _python_path() -> str:
+    """The parent's import path, so the child imports the same code (e.g. a checkout)."""
+    return os.pathsep.join(p for p in sys.path if p)
+
+
+def _serve(requests: IO[bytes], answers: IO[bytes]) -> int:
+    from indexer.pipeline import use_bulk_gc
+    from indexer.shardset import ShardSet
+
+    use_bulk_gc()  # bulk work alone in this process, as the writer thread's ingest
+    shards: ShardSet | None = None
+    try:
+        while True:
+            try:
+                request = _receive(requests)
+            except EOFError:
+                return 0
+            try:
+                if request[0] == "open":
+                    _, root, config, key_dir = request
+                    shards = ShardSet(root, config, key_dir=key_dir)
+                    _send(answers, ("ok", None))
+                elif request[0] == "write":
+                    assert shards is not None
+                    _send(answers, ("ok", shards.write_batch(request[1], request[2])))
+                else:
+                    _send(answers, ("ok", None))
+                    return 0
+            except Exception as exc:  # answered: the parent raises it
+                _send(answers, ("error", _error_frame(exc)))
+    finally:
+        if shards is not None:
+            shards.close()
+
+
+def main() -> int:
+    # Frames go over the original stdout; anything printed goes to stderr instead.
+    answers = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
+    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
+    return _serve(sys.stdin.buffer, answers)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
