@@ -253,6 +253,34 @@ def test_a_job_without_index_workers_stalls_clearly_and_resumes_later(
         assert recall.index_digest() == expected_digest
 
 
+def test_a_reindex_swaps_only_once_the_workers_fold_of_the_new_generation_runs(
+        settings: Settings, worker_factory: Callable[..., WorkerProcess], tmp_path: Path) -> None:
+    """Swapped before the workers' fold of the new generation runs, the new generation would
+    hold back every event appended meanwhile. Index and query workers alone index what the job
+    folded, and the swap still waits for a fold; a worker with the fold role lets it resume."""
+    files, _, expected_digest = embedded_expectation(tmp_path)
+    quick = settings.model_copy(update={"job_stall_s": 4.0})
+    with Recall.connect(str(settings.broker), settings=quick) as recall:
+        folding = worker_factory()
+        recall.ingest(files)
+        wait_indexed(recall, expected_counts(files), folding)
+        folding.stop()
+        indexing = worker_factory(("index", "query"))
+        wait_indexed(recall, expected_counts(files), indexing)  # up, gen 2's group joined
+        with pytest.raises(RecallError) as info:  # indexed, but no fold of gen 2 joined
+            recall.reindex()
+        assert info.value.code == "STREAM_JOB_STALLED"
+        assert "fold" in info.value.message
+        lineup = _lineup(settings)
+        assert lineup.live == 1 and lineup.building == 2 and lineup.folded
+        assert lineup.job is None  # the lease was handed back
+        worker_factory(("fold",))
+    with Recall.connect(str(settings.broker), settings=settings) as recall:
+        result = recall.reindex()  # resumes generation 2 once its fold has joined
+        assert result["generation"] == "gen-000002" and result["eventsIndexed"] == 0
+        assert recall.index_digest() == expected_digest
+
+
 # --- a job reads a topic's end from the log (tansu's ListOffsets under-reports it) -----------
 
 async def _produce_one_batch(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]],

@@ -28,6 +28,7 @@ from faust.transport.drivers import aiokafka as faust_aiokafka
 from streams.core.settings import Settings
 from streams.runtime.kafka import seam
 from streams.runtime.kafka.app import build_app
+from streams.runtime.kafka.connection import IDLE_TURN_MS
 from streams.runtime.kafka.topics import Topics, ensure_topics
 
 pytestmark = [pytest.mark.kafka, pytest.mark.timeout(120)]
@@ -66,6 +67,8 @@ def test_fausts_worker_consumer_long_polls_briefly_and_reads_everything() -> Non
         app = build_app(Settings(broker="kafka://127.0.0.1:9", shards=4))
         consumer = app.consumer._thread._create_worker_consumer(app.transport)
         try:
+            # its fetch routine turns as seldom as our own consumers' when idle
+            assert consumer._consumer_timeout == IDLE_TURN_MS / 1000
             return consumer._fetch_max_wait_ms, app.consumer._read_offset
         finally:
             await consumer.stop()
@@ -194,6 +197,56 @@ def test_an_idle_consumer_fetches_a_few_times_a_second_and_a_woken_one_at_once(
     # 2 s at a 200 ms wait: ~10 (noida-db answers at once: thousands without the seam)
     assert 1 <= idle_fetches <= 14, idle_fetches
     assert woken == seam.IDLE_FETCH_FLOOR_MS
+
+
+def test_with_long_polls_an_idle_consumer_lets_kafka_hold_its_fetch_and_data_comes_at_once(
+        broker: Any, settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A worker on Kafka (`long_polls(True)`): an idle consumer's fetch asks the broker to wait
+    up to LONG_POLL_MS, beyond its own 200 ms, and a record produced meanwhile still arrives
+    at once (the broker answers a long poll when data comes). On noida-db, which answers an
+    empty fetch at once, the pause between fetches stays within the consumer's 200 ms."""
+    if broker.name == "tansu":
+        pytest.skip("tansu answers a long poll only after its whole wait: no long polls there")
+    seam.install()
+    monkeypatch.setattr(seam, "IDLE_RAMP", 1)  # the longest wait after 2 s idle, not 20 s
+    topics = Topics.of(settings)
+
+    async def idle() -> tuple[int, int, float]:
+        await ensure_topics(broker.bootstrap, topics)
+        consumer = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap, enable_auto_commit=False,
+                                    fetch_max_wait_ms=200)
+        producer = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, linger_ms=0)
+        await consumer.start()
+        await producer.start()
+        try:
+            tp = TopicPartition(topics.events, 0)
+            consumer.assign([tp])
+            await consumer.seek_to_end(tp)
+            await consumer.getmany(timeout_ms=2500)  # idle long enough for the longest wait
+            sent = await _counting_fetches(consumer)
+            await consumer.getmany(timeout_ms=3000)
+            idle_fetches, asked = len(sent), consumer._fetcher._fetch_max_wait_ms
+            loop = asyncio.get_running_loop()
+            start = loop.time()
+            await producer.send_and_wait(topics.events, b"{}", partition=0)
+            while not (await consumer.getmany(tp, timeout_ms=100)).get(tp):
+                assert loop.time() - start < 5
+            return idle_fetches, asked, loop.time() - start
+        finally:
+            await producer.stop()
+            await consumer.stop()
+
+    seam.long_polls(True)
+    try:
+        idle_fetches, asked, arrived_s = run(idle())
+    finally:
+        seam.long_polls(False)
+    assert asked == seam.LONG_POLL_MS
+    if broker.name == "apache":
+        assert idle_fetches <= 3, idle_fetches  # 3 s at a 2 s wait (200 ms: ~15)
+    else:
+        assert idle_fetches <= 20, idle_fetches  # paused ~200 ms between (none: thousands)
+    assert arrived_s < 0.5, arrived_s
 
 
 def test_a_static_member_that_stops_hands_its_partitions_over_at_once(

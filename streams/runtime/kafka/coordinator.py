@@ -25,7 +25,7 @@ from streams.runtime.kafka.codec import (
     error_reply,
     ok_reply,
 )
-from streams.runtime.kafka.connection import client_options, connect_kwargs
+from streams.runtime.kafka.connection import IDLE_TURN_MS, client_options, connect_kwargs
 from streams.runtime.kafka.fleet import fleet_cursor_key
 from streams.runtime.kafka.membership import instance_id
 from streams.runtime.kafka.query import CoordinatorBackend, RemoteQuery, run_sync
@@ -89,14 +89,14 @@ class QueryCoordinator:
             # No commits: a request is worth answering only now, and a commit failing during a
             # rebalance makes aiokafka rejoin under a new member id (static membership fences
             # the old one). Callers re-send on timeout.
-            enable_auto_commit=False, fetch_max_wait_ms=200,
+            enable_auto_commit=False, fetch_max_wait_ms=200, consumer_timeout_ms=IDLE_TURN_MS,
             session_timeout_ms=int(self.settings.session_timeout_s * 1000),
             heartbeat_interval_ms=int(self.settings.heartbeat_s * 1000))
         await consumer.start()
         tasks: set[asyncio.Task[None]] = set()
         try:
             while not stop.is_set():
-                batches = await consumer.getmany(timeout_ms=200)
+                batches = await consumer.getmany(timeout_ms=IDLE_TURN_MS)
                 for records in batches.values():
                     for record in records:
                         await self._slots.acquire()

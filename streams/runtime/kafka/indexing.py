@@ -26,7 +26,7 @@ from streams.runtime.kafka.codec import (
     encode_reply,
     ok_reply,
 )
-from streams.runtime.kafka.connection import client_options, connect_kwargs
+from streams.runtime.kafka.connection import IDLE_TURN_MS, client_options, connect_kwargs
 from streams.runtime.kafka.fleet import ensure_fleet_topics, fleet_cursor_key, replication_options
 from streams.runtime.kafka.membership import instance_id
 from streams.runtime.kafka.partitions import PartitionLoop
@@ -117,6 +117,7 @@ class DocumentIndexer:
             heartbeat_interval_ms=int(settings.heartbeat_s * 1000),
             # tansu does not wake a long poll when data arrives; keep the wait short.
             fetch_max_wait_ms=fetch_max_wait_ms, max_poll_records=BATCH_MAX,
+            consumer_timeout_ms=IDLE_TURN_MS,
             partition_assignment_strategy=(RangePartitionAssignor,))
         self.producer = AIOKafkaProducer(**connect_kwargs(bootstrap))
         self.settings = settings
@@ -170,7 +171,8 @@ class DocumentIndexer:
             loop = asyncio.get_running_loop()
             fed = loop.time()
             while not stop.is_set():
-                batches = await self.consumer.getmany(timeout_ms=200, max_records=BATCH_MAX)
+                batches = await self.consumer.getmany(timeout_ms=IDLE_TURN_MS,
+                                                      max_records=BATCH_MAX)
                 if batches and self.gather_s > 0:
                     batches = await self._gather(batches)
                 if batches:

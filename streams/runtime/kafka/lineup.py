@@ -36,7 +36,7 @@ from aiokafka import AIOKafkaConsumer, TopicPartition
 
 from streams.core.settings import Settings
 from streams.runtime.kafka import seam
-from streams.runtime.kafka.connection import client_options, connect_kwargs
+from streams.runtime.kafka.connection import IDLE_TURN_MS, client_options, connect_kwargs
 from streams.runtime.kafka.fleet import LINEUP_KEY, Lineup, control_topic
 from streams.runtime.kafka.indexing import GATHER_S, DocumentIndexer
 from streams.runtime.kafka.topics import Topics
@@ -221,7 +221,7 @@ async def follow_lineups(settings: Settings, wait_ms: int, stopped: Callable[[],
     `started(consumer)` sees the reader's consumer before it starts (to `seam.wake` it)."""
     consumer = AIOKafkaConsumer(**client_options(settings),
                                 group_id=None, enable_auto_commit=False,
-                                fetch_max_wait_ms=wait_ms)
+                                fetch_max_wait_ms=wait_ms, consumer_timeout_ms=IDLE_TURN_MS)
     started(consumer)
     await consumer.start()
     try:
@@ -231,7 +231,7 @@ async def follow_lineups(settings: Settings, wait_ms: int, stopped: Callable[[],
         caught_up = (await consumer.end_offsets([tp]))[tp]
         latest: Lineup | None = None
         while not stopped():
-            batch = await consumer.getmany(tp, timeout_ms=500)
+            batch = await consumer.getmany(tp, timeout_ms=IDLE_TURN_MS)
             for record in batch.get(tp, []):
                 if record.key == LINEUP_KEY and record.value:
                     latest = Lineup.from_json(bytes(record.value))

@@ -6,8 +6,9 @@ reindex (blue/green): the lineup names generation n+1 `building`; this job folds
   the lineup marks n+1 `folded` and every worker starts its fold of n+1 beside n's (a faust
   fold that recovers n+1's changelog and continues from the job's offsets; a job run again
   after that point does not fold). Index workers index n+1's documents into its shard files
-  beside the live ones; once they have caught up, the lineup makes n+1 live and each worker's
-  fold of n+1 simply becomes its fold (n's is stopped). Queries are answered from n until the
+  beside the live ones; once they have caught up and the workers' fold of n+1 has joined its
+  group, the lineup makes n+1 live and each worker's fold of n+1 simply becomes its fold (n's
+  is stopped). Queries are answered from n until the
   swap; n's cursors are STALE after it.
 replay (in place): the lineup makes a fresh generation live at once: the fleet's own fold
   processors start over from the earliest offsets (a new consumer group is a rewound one) and
@@ -63,6 +64,8 @@ JOB_CHUNK_LINES = 20000
 #: (a replay of 200k events returned 1.8 s after its last events were indexed with one request
 #: per partition every 0.2 s and a 0.3 s look past the ends; 1.2 s with these).
 CAUGHT_UP_POLL_S = 0.05
+#: How often a reindex looks whether the workers' fold of the new generation has joined.
+JOINED_POLL_S = 0.05
 
 
 class JobRunning(RecallError):
@@ -292,6 +295,30 @@ async def wait_caught_up(bootstrap: Connect, group: str, topic: str, partitions:
             await asyncio.sleep(poll_s)
 
 
+async def wait_joined(bootstrap: Connect, group: str, *, what: str, stall_s: float,
+                      poll_s: float = JOINED_POLL_S) -> None:
+    """Until consumer group `group` is stable with at least one member (its partitions
+    assigned). Raises JobStalled after `stall_s`."""
+    admin = AIOKafkaAdminClient(**connect_kwargs(bootstrap))
+    await admin.start()
+    try:
+        deadline = time.monotonic() + stall_s
+        while True:
+            with contextlib.suppress(KafkaError):  # a failed look is retried at the next poll
+                # raw DescribeGroups: (error, group id, state, protocol type, protocol,
+                # members, ...) per group
+                for response in await admin.describe_consumer_groups([group]):
+                    if any(described[2] == "Stable" and described[5]
+                           for described in response.groups):
+                        return
+            if time.monotonic() > deadline:
+                raise JobStalled(f"{what} did not join its consumer group {group} within "
+                                 f"{stall_s:.0f} s")
+            await asyncio.sleep(poll_s)
+    finally:
+        await admin.close()
+
+
 class _Lease:
     """The job lease: every lineup change of a job is published through it, lease attached."""
 
@@ -387,6 +414,13 @@ async def reindex(settings: Settings, progress: Progress | None = None) -> dict[
                              progress, what="the index workers of the new generation",
                              stall_s=settings.job_stall_s)
         log.info("reindex: indexed (%.2f s)", time.monotonic() - started)
+        # The swap waits for the workers' fold of `target` too (a process started when the
+        # lineup said `folded`: on a busy machine its start takes seconds): swapped before it
+        # runs, the new generation would hold back every event appended meanwhile.
+        await wait_joined(bootstrap, topics.fold_app_id, stall_s=settings.job_stall_s,
+                          what=f"the workers' fold of generation {target} (the fold role)")
+        log.info("reindex: the fold of generation %s runs (%.2f s)", target,
+                 time.monotonic() - started)
     except BaseException:
         await asyncio.shield(lease.abandon())
         raise

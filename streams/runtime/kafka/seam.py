@@ -15,7 +15,10 @@ Contract, once `install()` ran in the process (the worker's roles, `build_app`, 
    (noida-db, which would otherwise take a core in empty fetches) is followed by a client-side pause
    for the rest of the wait. So a long-idle consumer fetches `1000 / fetch_max_wait_ms` times a
    second, and one in the middle of an exchange (a request/reply burst) within
-   a tenth of the gap since its last data. `wake(consumer)` ends the pause of a consumer whose
+   a tenth of the gap since its last data. In a process that called `long_polls(True)` (the
+   worker's, on Kafka) the fetch *request* of an idle consumer may ask the broker to wait up
+   to `LONG_POLL_MS`, longer than `fetch_max_wait_ms`: a broker that long-polls answers it
+   when data arrives, and the client-side pause stays within `fetch_max_wait_ms`. `wake(consumer)` ends the pause of a consumer whose
    data is about to come (a requester's reply consumer, when it sends).
    [aiokafka private: `Fetcher._proc_fetch_request`, `Fetcher._fetch_max_wait_ms`,
    `AIOKafkaConsumer._fetcher`]
@@ -35,9 +38,10 @@ Contract, once `install()` ran in the process (the worker's roles, `build_app`, 
    and faust's commit bookkeeping starts from there.
    [faust: `Consumer.perform_seek` (patched), private `Consumer._committed_offset`]
 6. faust's worker consumer long-polls `FOLD_FETCH_WAIT_MS`, not its hard-coded 1500 ms
-   (tansu does not wake a long poll when data arrives, so each fold hop would wait it out).
+   (tansu does not wake a long poll when data arrives, so each fold hop would wait it out),
+   and its fetch routine turns every `connection.IDLE_TURN_MS` when idle, not every 200 ms.
    [faust: `AIOKafkaConsumerThread._create_worker_consumer`; aiokafka private
-   `AIOKafkaConsumer._fetch_max_wait_ms`]
+   `AIOKafkaConsumer._fetch_max_wait_ms`, `AIOKafkaConsumer._consumer_timeout`]
 7. faust's table manager starts without its hard-coded one-second sleep "to give agents a
    chance to start" (the conductor waits for the agents anyway, and our table is added when
    the app is built): a fold role starts a second sooner, which a generation switch pays.
@@ -45,7 +49,8 @@ Contract, once `install()` ran in the process (the worker's roles, `build_app`, 
    `TableManager._update_channels`, `TableManager.recovery`]
 
 8. An idle fold does not wake every `BATCH_WITHIN_S`: its stream's `take_events` waits for
-   the first record of a batch without a timeout, then `within` for the rest.
+   the first record of a batch without a timeout, then for the rest while records keep coming
+   (a gap of `BATCH_QUIET_S` ends the batch; `within` bounds it).
    [faust: `Stream.add_processor`, `Service.wait_for_stopped` as `take_events` calls it
    (replaced on the fold's stream instance)]
 9. faust's table recovery reads each changelog partition to its end as found in the log, not
@@ -106,8 +111,17 @@ log = logging.getLogger("recall.seam")
 #: fetches, taking CPU from the busy roles beside it (docs/ENGINE-NOTES.md, pipeline profile).
 IDLE_FETCH_FLOOR_MS = 5
 IDLE_RAMP = 10
+#: How long an idle consumer asks a broker that long-polls to hold its fetch (`long_polls`):
+#: it answers the moment data arrives, so a longer wait only means fewer empty fetches (each
+#: a few event-loop turns; with the waits tansu needs, most of an idle worker's CPU). Reached
+#: after IDLE_RAMP × as long idle.
+LONG_POLL_MS = 2000
+_long_poll_ms = 0
 #: faust's worker consumer long poll (tansu answers after it, whatever arrives meanwhile).
 FOLD_FETCH_WAIT_MS = 200
+#: A fold batch is folded once no record came for this long (or it is full, or `within` passed):
+#: records of a backlog arrive microseconds apart, a lone append would otherwise wait `within`.
+BATCH_QUIET_S = 0.003
 #: Least time between two seek-backs of one fold partition: faust's stream buffer keeps
 #: delivering records fetched before a seek, which land past the position too.
 RESEEK_S = 1.0
@@ -137,6 +151,8 @@ async def _fetch_waiting(self: Any, assignment: Any, node_id: Any, request: Any)
         cap = self._recall_wait_cap = self._fetch_max_wait_ms
         self._recall_woken = asyncio.Event()
         self._recall_data_at = time.monotonic()
+    # the request may ask the broker to hold it longer than `cap` (a broker that long-polls
+    # answers as soon as data arrives); a pause of ours never exceeds `cap`
     wait = min(self._fetch_max_wait_ms, cap)
     started = time.monotonic()
     found: bool = await _fetch(self, assignment, node_id, request)
@@ -154,7 +170,8 @@ async def _fetch_waiting(self: Any, assignment: Any, node_id: Any, request: Any)
         self._fetch_max_wait_ms = min(IDLE_FETCH_FLOOR_MS, cap)
         return True
     idle_ms = 1000 * (now - self._recall_data_at)
-    self._fetch_max_wait_ms = int(min(cap, max(IDLE_FETCH_FLOOR_MS, idle_ms / IDLE_RAMP)))
+    self._fetch_max_wait_ms = int(min(max(cap, _long_poll_ms),
+                                      max(IDLE_FETCH_FLOOR_MS, idle_ms / IDLE_RAMP)))
     left = wait / 1000 - (now - started)
     woken = self._recall_woken
     if left > 0 and not woken.is_set():
@@ -166,6 +183,16 @@ async def _fetch_waiting(self: Any, assignment: Any, node_id: Any, request: Any)
             return False  # as the original: a cancelled fetch's result is of no interest
     woken.clear()
     return False
+
+
+def long_polls(enabled: bool) -> None:
+    """`enabled`: the brokers hold an empty fetch and answer it as soon as data arrives (Apache
+    Kafka; not tansu, which answers only after the whole wait): from now on an idle consumer of
+    this process asks them to hold its fetch up to `LONG_POLL_MS`, whatever its own
+    `fetch_max_wait_ms` (the short one tansu needs). Its pause after an empty fetch that came
+    back early (a broker that does not long-poll: noida-db) stays within `fetch_max_wait_ms`."""
+    global _long_poll_ms
+    _long_poll_ms = LONG_POLL_MS if enabled else 0
 
 
 def wake(consumer: AIOKafkaConsumer) -> None:
@@ -247,8 +274,12 @@ async def _tables_start_at_once(self: Any) -> None:
 # --- 6. faust's long poll ------------------------------------------------------------------
 
 def _worker_consumer(self: Any, transport: Any) -> Any:
+    from streams.runtime.kafka.connection import IDLE_TURN_MS
+
     consumer = _faust_worker_consumer(self, transport)
     consumer._fetch_max_wait_ms = FOLD_FETCH_WAIT_MS
+    # aiokafka's `consumer_timeout_ms`, which faust does not pass (its fetch routine's turn)
+    consumer._consumer_timeout = IDLE_TURN_MS / 1000
     return consumer
 
 
@@ -465,9 +496,11 @@ class FaustFold:
 def _no_idle_timer(stream: Any) -> None:
     """faust's `take_events` waits for a full batch `within` seconds at a time, also with
     nothing buffered, so an idle fold keeps waking up (much of an idle fold role's CPU). Here
-    the stream waits for its next record without a timeout, and only then for the rest of the
-    batch `within` seconds (the batch's latency is the same:
-    faust's window starts at a wake-up, this one at the first record)."""
+    the stream waits for its next record without a timeout, then gathers the rest of the batch
+    while records keep coming: the batch ends when it is full, after `within` seconds, or once
+    no record came for `BATCH_QUIET_S`. A lone record (an agent's live append) is folded
+    `BATCH_QUIET_S` after it arrived, not `within` (the latency floor of a quiet topic); a
+    backlog, delivered back to back from the consumer's fetches, still fills whole batches."""
     arrived = asyncio.Event()
 
     async def note(value: Any) -> Any:
@@ -478,10 +511,27 @@ def _no_idle_timer(stream: Any) -> None:
     wait_for_stopped = stream.wait_for_stopped
 
     async def wait_for_record_first(*events: Any, timeout: Any = None) -> Any:
-        if timeout is not None and not arrived.is_set():
-            await wait_for_stopped(arrived)  # until a record came or the stream stops
+        if timeout is None:
+            return await wait_for_stopped(*events)
+        if not arrived.is_set() and await wait_for_stopped(arrived):
+            return True  # the stream stops
+        # take_events passes its one `buffer_full` event: the processors run in order, so by
+        # the time a record's `note` wakes this, take_events has buffered it (and flagged a
+        # full buffer)
+        (full,) = events
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not full.is_set():
+            left = deadline - loop.time()
+            if left <= 0:
+                break
+            arrived.clear()
+            if await wait_for_stopped(arrived, timeout=min(left, BATCH_QUIET_S)):
+                return True
+            if not arrived.is_set():
+                break  # quiet: fold what is buffered
         arrived.clear()
-        return await wait_for_stopped(*events, timeout=timeout)
+        return False
 
     stream.wait_for_stopped = wait_for_record_first
 

@@ -64,6 +64,7 @@ def run_worker(settings: Settings, roles: Sequence[str], *, loglevel: str = "war
     logging.basicConfig(level=loglevel.upper(),
                         format="%(asctime)s %(levelname)s supervisor: %(message)s")
     seam.install()  # the lineup follower waits on empty fetches too
+    seam.long_polls(settings.broker_flavor != "tansu")
     name_process("recall-worker")
     from streams.runtime.kafka.fleet import control_topic
 
@@ -146,6 +147,8 @@ def run_role(settings: Settings, role: str, *, loglevel: str = "warning",
     logging.basicConfig(level=loglevel.upper(),
                         format=f"%(asctime)s %(levelname)s {role} %(name)s: %(message)s")
     seam.install()
+    # an idle role's consumers let Kafka hold their fetches (tansu: short waits, seam item 1)
+    seam.long_polls(settings.broker_flavor != "tansu")
     supervisor = os.environ.get(SUPERVISOR_ENV)
     if supervisor is not None:
         if os.getppid() != int(supervisor):
