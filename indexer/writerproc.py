@@ -33,7 +33,9 @@ from typing import IO, Any
 from indexer.config import IndexConfig
 from indexer.errors import INDEX_FAILED, SourceConflict, query_error
 from projections.errors import SessionQueryError
-from projections.records import IndexRecord
+from projections.fold import Replacement
+from projections.records import EventRecord, HeaderRecord, IndexRecord
+from projections.surfaces import Surface
 
 _LENGTH = struct.Struct("<Q")
 
@@ -54,6 +56,37 @@ def _receive(stream: IO[bytes]) -> Any:
     if len(data) < size:
         raise EOFError("the index writer process ended")
     return pickle.loads(data)
+
+
+_SURFACES = {surface: surface.value for surface in Surface}
+
+
+def _encode(records: Sequence[IndexRecord]) -> list[tuple[Any, ...]]:
+    """Records as plain tuples: pickled in C alone, where a record's NamedTuple and enum
+    reductions would each call Python (on the thread that shares the reader's GIL)."""
+    surfaces = _SURFACES
+    out: list[tuple[Any, ...]] = []
+    for r in records:
+        if type(r) is EventRecord:
+            rep = r.replacement
+            out.append((r.session_id, r.seq, r.type, r.time, surfaces[r.surface], r.text, r.raw,
+                        None if rep is None else (rep.seq, rep.start, rep.end,
+                                                  rep.shadowed_seqs)))
+        else:
+            out.append(tuple(r))
+    return out
+
+
+def _decode(rows: Sequence[tuple[Any, ...]]) -> list[IndexRecord]:
+    out: list[IndexRecord] = []
+    for row in rows:
+        if len(row) == 2:
+            out.append(HeaderRecord(*row))
+            continue
+        sid, seq, kind, time, surface, text, raw, rep = row
+        out.append(EventRecord(sid, seq, kind, time, Surface(surface), text, raw,
+                               None if rep is None else Replacement(*rep)))
+    return out
 
 
 def _error_frame(exc: BaseException) -> tuple[Any, ...]:
@@ -98,7 +131,7 @@ class WriterProcess:
         raise _error_from(answer[1])
 
     def write(self, records: Sequence[IndexRecord], positions: Mapping[str, int]) -> bool:
-        return bool(self._call(("write", list(records), dict(positions))))
+        return bool(self._call(("write", _encode(records), dict(positions))))
 
     def close(self) -> None:
         """Stop the child once it has answered every write (it commits each before it answers)."""
@@ -146,7 +179,7 @@ def _serve(requests: IO[bytes], answers: IO[bytes]) -> int:
                     _send(answers, ("ok", None))
                 elif request[0] == "write":
                     assert shards is not None
-                    _send(answers, ("ok", shards.write_batch(request[1], request[2])))
+                    _send(answers, ("ok", shards.write_batch(_decode(request[1]), request[2])))
                 else:
                     _send(answers, ("ok", None))
                     return 0
