@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Protocol
@@ -15,6 +13,10 @@ from projections.errors import (
     RecallError,
     SessionQueryError,
 )
+from streams.requests import SearchOptions as SearchOptions
+from streams.requests import build_request as build_request
+from streams.requests import index_build_progress as _index_build_progress
+from streams.requests import search_request as search_request
 
 # The runtimes, the index and the service load when first used: a command imports only what
 # it runs (`recall search` never loads the ingest edge or the Kafka client).
@@ -52,20 +54,6 @@ SESSION_NOT_FOUND = SESSION_QUERY_SESSION_NOT_FOUND
 #: Operations that need no open index (they still work while it is damaged).
 _INDEX_FREE = frozenset({"index_generation"})
 
-_CAMEL = {"session_filters": "sessionFilters", "event_filters": "eventFilters",
-          "session_id": "sessionId"}
-
-
-def build_request(query: str | None, request: Mapping[str, Any] | None,
-                  **kwargs: Any) -> dict[str, Any]:
-    """A spec request (camelCase) from a request dict and/or snake_case keyword arguments."""
-    out: dict[str, Any] = dict(request or {})
-    if query is not None:
-        out["query"] = query
-    for key, value in kwargs.items():
-        if value is not None:
-            out[_CAMEL.get(key, key)] = value
-    return out
 
 
 class _Importers(Mapping[str, Any]):
@@ -96,13 +84,6 @@ def _detect_format(path: Path, head: bytes) -> str | None:
 def importer_options() -> dict[str, Any]:
     """The foreign-format importers and their detector, for the ingest edge."""
     return {"importers": _Importers(), "detect": _detect_format}
-
-
-def _index_build_progress(shard: int, done: int, total: int) -> None:
-    """Progress of an index build a request needs first (the substring index), on stderr."""
-    if done == total or done % 50_000 < 5_000:
-        print(f"recall: building the substring index: shard {shard}: {done}/{total} documents",
-              file=sys.stderr, flush=True)
 
 
 class Backend(Protocol):
@@ -516,113 +497,6 @@ class Recall:
 
 
 # --- searches as the faces take them ---------------------------------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class SearchOptions:
-    """A search as the faces take it (CLI options, MCP tool arguments, the web form), made one
-    PROTOCOL §3.2 request by `search_request`. Times are epoch ms (a fraction: finer); an empty or None option asks
-    for nothing. With `session_id` the search is within that session and the session options
-    do not apply."""
-
-    query: str | None = None
-    session_id: str | None = None
-    # which sessions
-    cwd: str | None = None  # exactly this workspace
-    cwd_trees: Sequence[str] = ()  # these directories and everything under them
-    agents: Sequence[str] = ()
-    session_ids: Sequence[str] = ()
-    created_from: float | None = None
-    created_to: float | None = None
-    availability: Sequence[str] = ()
-    parents: Sequence[str | None] = ()  # None: a root session
-    # which events
-    seq_from: int | None = None
-    seq_to: int | None = None
-    surfaces: Sequence[str] = ()
-    types: Sequence[str] = ()
-    no_injected: bool = False  # leave out context a plugin, the harness or a reference put in
-    time_from: float | None = None
-    time_to: float | None = None
-    # the page
-    limit: int | None = None
-    cursor: str | None = None  # an empty cursor is an invalid cursor, not "page 1"
-    substring: bool = False
-    #: "lexical" (the default ranking), "semantic" or "hybrid" (vectors; docs/semantic.md)
-    mode: str | None = None
-    snapshot: bool = False
-
-
-def _session_filters(options: SearchOptions) -> list[dict[str, Any]]:
-    filters: list[dict[str, Any]] = []
-    if options.cwd is not None:
-        filters.append({"kind": "cwd", "values": [options.cwd]})
-    if options.session_ids:
-        filters.append({"kind": "id", "values": list(options.session_ids)})
-    if options.cwd_trees:
-        filters.append({"kind": "cwd-tree", "values": list(options.cwd_trees)})
-    if options.agents:
-        filters.append({"kind": "agent", "values": list(options.agents)})
-    if (options.created_from, options.created_to) != (None, None):
-        filters.append({"kind": "created-at", "from": options.created_from,
-                        "to": options.created_to})
-    if options.availability:
-        filters.append({"kind": "availability", "values": list(options.availability)})
-    if options.parents:
-        filters.append({"kind": "parent", "values": list(options.parents)})
-    return filters
-
-
-def _event_filters(options: SearchOptions) -> list[dict[str, Any]]:
-    from projections.titles import NOT_INJECTED
-
-    filters: list[dict[str, Any]] = []
-    if (options.seq_from, options.seq_to) != (None, None):
-        filters.append({"kind": "seq", "from": options.seq_from, "to": options.seq_to})
-    if options.surfaces:
-        filters.append({"kind": "surface", "values": list(options.surfaces)})
-    if options.types:
-        filters.append({"kind": "type", "values": list(options.types)})
-    if options.no_injected:
-        filters.append({"kind": "source", "values": list(NOT_INJECTED)})
-    if (options.time_from, options.time_to) != (None, None):
-        filters.append({"kind": "time", "from": options.time_from, "to": options.time_to})
-    return filters
-
-
-def _add_filters(request: dict[str, Any], key: str, filters: list[dict[str, Any]]) -> None:
-    """The options' filters after the request's own (null: none). A value that is not an array
-    is left for the request's validation to reject with its code."""
-    given = request.get(key)
-    if filters and (given is None or isinstance(given, list)):
-        request[key] = [*(given or []), *filters]
-
-
-def search_request(options: SearchOptions,
-                   request: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """The request (camelCase) for `Recall.search_sessions`, or for `Recall.search_events` when
-    it names a session (`options.session_id` or the given request's `sessionId`): `request`'s
-    own fields, then the options over them, their filters after its filters."""
-    out: dict[str, Any] = dict(request or {})
-    if options.query is not None:
-        out["query"] = options.query
-    if options.session_id is not None:
-        out["sessionId"] = options.session_id
-    within = "sessionId" in out
-    if not within:
-        _add_filters(out, "sessionFilters", _session_filters(options))
-    _add_filters(out, "filters" if within else "eventFilters", _event_filters(options))
-    if options.limit is not None:
-        out["limit"] = options.limit
-    if options.cursor is not None:
-        out["cursor"] = options.cursor
-    if options.substring:
-        out["mode"] = "substring"
-    if options.mode is not None:
-        out["mode"] = options.mode
-    if options.snapshot:
-        out["consistency"] = "snapshot"
-    return out
-
 
 def mark_queries(snippets: Sequence[str], query: str, *, substring: bool = False) -> list[str]:
     """Each snippet with U+FDD0/U+FDD1 around each match of the query, found the way the search

@@ -38,7 +38,7 @@ class Reader:
 
     def search_sessions(self, request: Mapping[str, Any]) -> dict[str, Any]:
         """As `Recall.search_sessions(request=request)`."""
-        from streams.facade import build_request
+        from streams.requests import build_request
 
         return dict(self.call("search_sessions", {"request": build_request(None, request)}))
 
@@ -72,7 +72,7 @@ def open_reader(settings: LightSettings) -> Reader | None:
     from indexer import QueryService, ShardSet
     from indexer.routing import shard_file_name
     from streams.core.indexconfig import index_config, kept_redaction_fingerprint
-    from streams.facade import _index_build_progress
+    from streams.requests import index_build_progress
     from streams.runtime.embedded.generations import live_generation
 
     name = live_generation(root)
@@ -91,5 +91,5 @@ def open_reader(settings: LightSettings) -> Reader | None:
     except Exception:  # damaged, outdated, another config: the full path says what and acts
         return None
     # one search per process: its lanes need no kept pool
-    return Reader(shards, QueryService(shards, progress=_index_build_progress,
+    return Reader(shards, QueryService(shards, progress=index_build_progress,
                                        keep_threads=False))

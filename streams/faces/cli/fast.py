@@ -112,7 +112,7 @@ def _plain(lines: list[str]) -> bool:
 
 
 def _search(command: Command, reader: Any) -> tuple[Any, list[list[tuple[str, str]]]]:
-    from streams.facade import SearchOptions, search_request
+    from streams.requests import SearchOptions, search_request
 
     limit = command.options.get("--limit")
     options = SearchOptions(query=" ".join(command.words) or None,
