@@ -242,8 +242,8 @@ def run() -> dict[str, Any]:
     try:
         semantic.load_embedder()  # (the model's load is not part of the ingest)
         t_off, off = _ingest(work / "off", False)
+        off.close()  # (first: closing checkpoints the WALs into the shard files)
         off_bytes = _shards_bytes(work / "off")
-        off.close()
         t_on, on = _ingest(work / "on", True)
         try:
             texts, text_bytes = _texts(on)
