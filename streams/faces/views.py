@@ -36,6 +36,9 @@ def ms_to_iso(ms: int) -> str:
 _MINUTE = "%Y-%m-%d %H:%MZ"
 #: 10000-01-01T00:00Z in ms: the first time datetime cannot show.
 _MS_END = 253_402_300_800_000
+#: Day number -> "YYYY-MM-DD ", minute of the day -> "HH:MMZ", as a listing meets them.
+_DAYS: dict[int, str] = {}
+_CLOCK: dict[int, str] = {}
 
 
 def ms_to_minute(ms: int | None) -> str:
@@ -43,9 +46,16 @@ def ms_to_minute(ms: int | None) -> str:
     if ms is None:
         return "-"
     if type(ms) is int and 0 <= ms < _MS_END:
-        # the same minute as datetime's (whole seconds are floored alike), in a third of the
-        # time: a listing shows two per session
-        return time.strftime(_MINUTE, time.gmtime(ms // 1000))
+        # the same minute as datetime's (UTC days have 1440 minutes), made from kept parts: a
+        # listing shows two per session
+        day, minute = divmod(ms // 60_000, 1_440)
+        date = _DAYS.get(day)
+        if date is None:
+            date = _DAYS[day] = time.strftime("%Y-%m-%d ", time.gmtime(day * 86_400))
+        clock = _CLOCK.get(minute)
+        if clock is None:
+            clock = _CLOCK[minute] = f"{minute // 60:02d}:{minute % 60:02d}Z"
+        return date + clock
     return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC).strftime(_MINUTE)
 
 
