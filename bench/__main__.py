@@ -37,6 +37,12 @@ NOTES = {
                       "KRaft node; `_noida`: noida-db; `_tansu`: tansu (RECALL_BENCH_BROKERS). "
                       "`pipeline_load_average_*`: the machine's 1-minute load average at the "
                       "start and end of the run.",
+    "bench.semantic": "Recall and ingest: the real excerpts under tests/data and the labeled "
+                      "queries of tests/data/semantic. `*_100k` / `*_1m`: synthetic indexes "
+                      "(generated messages, stand-in vectors of the real size; each measured "
+                      "query embedded by the real model). `semantic_load_average_*`: the "
+                      "machine's 1-minute load average at the start and end of the run (2 shared "
+                      "cores: latencies and the model's throughput scale with the load).",
     "bench.chaos": "Apache Kafka (the version of docker/kafka/pom.xml), three KRaft nodes (RF 3, "
                    "min ISR 2, broker.session.timeout.ms 3000, broker.heartbeat.interval.ms 500), "
                    "`pytest -m cluster`; `failover_unavailable_s`: the longest gap between two "
