@@ -6,8 +6,7 @@ import base64
 import binascii
 import hashlib
 import hmac
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from indexer.config import MAX_SAFE_INTEGER
 from indexer.errors import INVALID_CURSOR, STALE_CURSOR, query_error
@@ -23,8 +22,7 @@ def fingerprint(value: dict[str, Any]) -> str:
     return hashlib.sha256(dumps(value)).hexdigest()
 
 
-@dataclass(frozen=True, slots=True)
-class CursorState:
+class CursorState(NamedTuple):
     """What a decoded cursor carries; `snapshot` names a pinned snapshot (snapshot consistency)."""
 
     offset: int

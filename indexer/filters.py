@@ -12,8 +12,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from indexer.errors import INVALID_FILTER, query_error
 from indexer.schema import SEQ, SOURCE, SURFACE, SURFACE_CODES, TYPE
@@ -42,21 +41,18 @@ MAX_BINDINGS = 32_766
 FIXED_BINDINGS = 10
 
 
-@dataclass(frozen=True, slots=True)
-class ListClause:
+class ListClause(NamedTuple):
     kind: str
     values: tuple[str | None, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class RangeClause:
+class RangeClause(NamedTuple):
     kind: str
     start: int | float | None
     end: int | float | None
 
 
-@dataclass(frozen=True, slots=True)
-class TextClause:
+class TextClause(NamedTuple):
     pattern: re.Pattern[str]
     value: str
 

@@ -11,15 +11,13 @@ A candidate is plain JSON (`sessionId, seq, type, time, surface, length, matches
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 Candidate = dict[str, Any]
 Scope = Literal["sessions", "events"]
 
 
-@dataclass(frozen=True, slots=True)
-class Field:
+class Field(NamedTuple):
     """One ranking field: the candidate key, the SQL column alias, and its direction."""
 
     key: str

@@ -29,9 +29,8 @@ import heapq
 import itertools
 import struct
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from operator import itemgetter
-from typing import Any
+from typing import Any, NamedTuple
 
 from indexer.blocks import decode_block, read_raws
 from indexer.database import Conn
@@ -123,8 +122,7 @@ _TOP = "SELECT recall_top(events_fts, ?2) FROM events_fts WHERE events_fts MATCH
 _tokens = itertools.count(1)
 
 
-@dataclass(frozen=True, slots=True)
-class Floor:
+class Floor(NamedTuple):
     """One shard's floor pass: its best hits as (score, document id), best first, and whether
     they are all of its hits. score = count << LENGTH_BITS | (LENGTH_MASK - length key): larger
     is better, equal exactly when (count, length key) are."""

@@ -11,8 +11,7 @@ from __future__ import annotations
 import datetime
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from projections.codec import dumps
 from projections.extraction import extract_text, message_of
@@ -151,12 +150,11 @@ def session_hit_lines(n: int, item: Mapping[str, Any]) -> list[Text]:
     return [Text.assemble(*parts) for parts in session_hit_parts(n, item)]
 
 
-@dataclass
-class HitGroup:
+class HitGroup(NamedTuple):
     """Hits shown as one: a tool call matches as its `tool/call` and as the `assistant/message`
     carrying it, with the same text."""
 
-    hits: list[Mapping[str, Any]] = field(default_factory=list)
+    hits: list[Mapping[str, Any]]
 
 
 def group_tool_calls(hits: Sequence[Mapping[str, Any]]) -> list[HitGroup]:
