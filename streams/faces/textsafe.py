@@ -42,7 +42,9 @@ def encodable(text: str) -> str:
 
 def needs_escape(text: str) -> bool:
     """Whether `visible(text)` differs from `text`."""
-    return _UNSAFE.search(text) is not None
+    # Every character escaped is a control, format or separator character, which Python never
+    # counts as printable: printable text (most of it) needs no pattern scan.
+    return not text.isprintable() and _UNSAFE.search(text) is not None
 
 
 def visible(text: object, *, keep_newlines: bool = False) -> str:
@@ -50,6 +52,8 @@ def visible(text: object, *, keep_newlines: bool = False) -> str:
     (`\\n`, `\\x1b`, `\\u202e`, …). `keep_newlines` leaves the line breaks and tabs of
     multi-line text as layout (a carriage return, which could overwrite a line, stays escaped)."""
     value = text if isinstance(text, str) else str(text)
+    if value.isprintable():  # (needs_escape)
+        return value
     if keep_newlines:
         return re.sub(_UNSAFE_KEEP_LINES, _escape, value)
     return _UNSAFE.sub(_escape, value)

@@ -109,12 +109,21 @@ def session_rows(records: Iterable[Mapping[str, Any]]) -> list[tuple[str, ...]]:
                      str(record.get("eventCount", 0)), ms_to_minute(record.get("firstEventTime")),
                      ms_to_minute(record.get("lastEventTime")),
                      "live" if record.get("live") else "-", str(header.get("cwd") or "-"),
-                     " ".join(title.split()) if isinstance(title, str) and title.strip()
+                     _collapsed(title) if isinstance(title, str) and title.strip()
                      else "untitled"))
     if needs_escape("".join(cell for row in rows for cell in row)):
         return [(visible(i), visible(a), n, first, last, live, visible(cwd), visible(title))
                 for i, a, n, first, last, live, cwd, title in rows]
     return rows
+
+
+def _collapsed(text: str) -> str:
+    """`text`'s whitespace runs as single spaces, ends stripped (one_line before escaping)."""
+    # The space is the only whitespace Python counts as printable: printable text without
+    # doubled or outer spaces is already collapsed (a listing's titles mostly are).
+    if text.isprintable() and "  " not in text and text[0] != " " and text[-1] != " ":
+        return text
+    return " ".join(text.split())
 
 
 def session_row(record: Mapping[str, Any]) -> tuple[str, ...]:

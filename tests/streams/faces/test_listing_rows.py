@@ -1,14 +1,17 @@
 """A listing's rows (`recall sessions`): each time shown to the minute as datetime shows it, and
-untrusted text escaped cell by cell, whatever mix of safe and unsafe sessions a listing holds."""
+untrusted text collapsed to one line and escaped cell by cell, whatever mix of safe and unsafe
+sessions a listing holds; `visible` escapes exactly what its patterns match."""
 
 from __future__ import annotations
 
 import datetime
+import random
+import re
 from typing import Any
 
 import pytest
 
-from streams.faces.textsafe import visible
+from streams.faces.textsafe import _UNSAFE, _UNSAFE_KEEP_LINES, _escape, visible
 from streams.faces.views import SESSION_COLUMNS, ms_to_minute, session_rows
 
 EDGES = [0, 1, 59_999, 60_000, 999, 1_000, 86_399_999, 1_700_000_000_000, 1_719_990_499_999,
@@ -67,3 +70,26 @@ def test_rows_escape_each_untrusted_cell_beside_safe_rows(unsafe: dict[str, Any]
 def test_a_safe_listing_is_shown_as_it_is() -> None:
     assert session_rows([SAFE]) == [("s-1", "dsh", "3", "1970-01-01 00:00Z", "1970-01-01 00:01Z",
                                      "live", "/w/app", "fix the build")]
+
+
+#: Every whitespace and every escaped character, a few printable ones (wide and narrow).
+_ALPHABET = ([chr(c) for c in range(0x110000) if chr(c).isspace()]
+             + ["\x00", "\x1b", "\x7f", "\x85", "\x9f", "\u061c", "\u200e", "\u202e", "\u2066",
+                "\ud800", "\udfff", "a", "Z", "-", "…", "—", "日", "é"])
+
+
+def test_any_title_is_collapsed_and_escaped_as_one_line_does() -> None:
+    rng = random.Random(11)
+    for _ in range(3000):
+        title = "".join(rng.choice(_ALPHABET) for _ in range(rng.randint(0, 8)))
+        records = [SAFE, _record("s-r", "/w", title)]
+        assert session_rows(records) == [_expected(r) for r in records], repr(title)
+
+
+def test_visible_escapes_exactly_the_unsafe_characters() -> None:
+    rng = random.Random(12)
+    for _ in range(3000):
+        text = "".join(rng.choice(_ALPHABET) for _ in range(rng.randint(0, 6)))
+        for keep in (False, True):
+            pattern = _UNSAFE_KEEP_LINES if keep else _UNSAFE.pattern
+            assert visible(text, keep_newlines=keep) == re.sub(pattern, _escape, text), repr(text)
