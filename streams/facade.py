@@ -13,9 +13,9 @@ from projections.errors import (
     RecallError,
     SessionQueryError,
 )
+from streams.facade_read import index_build_progress as _index_build_progress
 from streams.requests import SearchOptions as SearchOptions
 from streams.requests import build_request as build_request
-from streams.requests import index_build_progress as _index_build_progress
 from streams.requests import search_request as search_request
 
 # The runtimes, the index and the service load when first used: a command imports only what

@@ -11,6 +11,7 @@ exactly these settings. Otherwise `open_reader` returns None and the caller take
 from __future__ import annotations
 
 import stat
+import sys
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,6 +20,13 @@ from streams.core.envsettings import LightSettings
 
 if TYPE_CHECKING:
     from indexer import QueryService, ShardSet
+
+
+def index_build_progress(shard: int, done: int, total: int) -> None:
+    """Progress of an index build a request needs first (the substring index), on stderr."""
+    if done == total or done % 50_000 < 5_000:
+        print(f"recall: building the substring index: shard {shard}: {done}/{total} documents",
+              file=sys.stderr, flush=True)
 
 
 class Reader:
@@ -72,7 +80,6 @@ def open_reader(settings: LightSettings) -> Reader | None:
     from indexer import QueryService, ShardSet
     from indexer.routing import shard_file_name
     from streams.core.indexconfig import index_config, kept_redaction_fingerprint
-    from streams.requests import index_build_progress
     from streams.runtime.embedded.generations import live_generation
 
     name = live_generation(root)

@@ -1,10 +1,9 @@
 """The facade's request side, light enough for the fast read path (streams/facade_read.py):
-a face's search options made one PROTOCOL §3.2 request, a request from keyword arguments, and
-the progress of an index build a request needs first. `streams.facade` re-exports them."""
+a face's search options made one PROTOCOL §3.2 request, and a request from keyword arguments.
+`streams.facade` re-exports them."""
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -23,13 +22,6 @@ def build_request(query: str | None, request: Mapping[str, Any] | None,
         if value is not None:
             out[_CAMEL.get(key, key)] = value
     return out
-
-
-def index_build_progress(shard: int, done: int, total: int) -> None:
-    """Progress of an index build a request needs first (the substring index), on stderr."""
-    if done == total or done % 50_000 < 5_000:
-        print(f"recall: building the substring index: shard {shard}: {done}/{total} documents",
-              file=sys.stderr, flush=True)
 
 
 @dataclass(frozen=True, slots=True)
