@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import struct
 import subprocess
 import sys
@@ -191,6 +192,9 @@ def _serve(requests: IO[bytes], answers: IO[bytes]) -> int:
 
 
 def main() -> int:
+    # Ctrl-C reaches the whole process group: the parent stops and closes the pipe, and this
+    # process ends at the end of its input, after the write in progress (never mid-write).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Frames go over the original stdout; anything printed goes to stderr instead.
     answers = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
     os.dup2(sys.stderr.fileno(), sys.stdout.fileno())

@@ -6,6 +6,7 @@ error in the child reaches the caller as the same error, fields and all."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import orjson
@@ -86,3 +87,17 @@ def test_an_error_in_the_writer_process_reaches_the_caller_as_raised(tmp_path: P
         writer.close()
     with ShardSet(root, config) as shards:
         assert shards.tracking_position("src") == 2
+
+
+def test_the_writer_process_outlives_a_ctrl_c_and_ends_with_its_input(tmp_path: Path) -> None:
+    root = tmp_path / "index"
+    config = IndexConfig(shards=2)
+    ShardSet(root, config).close()
+    writer = WriterProcess(root, config, None)
+    try:
+        writer._proc.send_signal(signal.SIGINT)  # as Ctrl-C sends it to the process group
+        assert writer.write(texts_session("alpha", ["one"]), {}) is True
+        assert writer._proc.poll() is None
+    finally:
+        writer.close()
+    assert writer._proc.returncode == 0
