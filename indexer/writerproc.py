@@ -78,15 +78,20 @@ def _encode(records: Sequence[IndexRecord]) -> list[tuple[Any, ...]]:
     return out
 
 
+_SURFACE_OF = {surface.value: surface for surface in Surface}
+
+
 def _decode(rows: Sequence[tuple[Any, ...]]) -> list[IndexRecord]:
+    surface_of = _SURFACE_OF
+    new = tuple.__new__  # a NamedTuple without its generated __new__'s Python frame
     out: list[IndexRecord] = []
     for row in rows:
         if len(row) == 2:
             out.append(HeaderRecord(*row))
             continue
         sid, seq, kind, time, surface, text, raw, rep = row
-        out.append(EventRecord(sid, seq, kind, time, Surface(surface), text, raw,
-                               None if rep is None else Replacement(*rep)))
+        out.append(new(EventRecord, (sid, seq, kind, time, surface_of[surface], text, raw,
+                                     None if rep is None else Replacement(*rep))))
     return out
 
 
