@@ -21,7 +21,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from streams.faces.cli.pipes import closed_pipe, make_console
 
@@ -238,4 +238,22 @@ def main() -> None:
     if status is None:
         _full()
         return
-    sys.exit(status)
+    _exit(status)
+
+
+def _exit(status: int) -> NoReturn:
+    """Exit as the interpreter would, without its teardown (unloading every module a read
+    imported costs a short command a good part of its run): the answer is written, the
+    index closed, and what is left of an exit is done here."""
+    import atexit
+    import threading
+
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except BaseException:  # (a closed pipe): the interpreter's own exit reports it
+        sys.exit(status)
+    if threading.active_count() > 1:  # (none is left running; if one were, it is waited for)
+        sys.exit(status)
+    atexit._run_exitfuncs()
+    os._exit(status)
