@@ -17,13 +17,13 @@ group batch by batch names the right batch as it does in-process.
 
 Protocol over the child's stdin/stdout: frames of an 8-byte little-endian length and a pickle
 (parent and child are the same interpreter and code). The child's own prints go to stderr.
+The child's side is indexer/writerchild.py (`python -m indexer.writerchild`).
 """
 
 from __future__ import annotations
 
 import os
 import pickle
-import signal
 import struct
 import subprocess
 import sys
@@ -41,14 +41,14 @@ from projections.surfaces import Surface
 _LENGTH = struct.Struct("<Q")
 
 
-def _send(stream: IO[bytes], value: Any) -> None:
+def send_frame(stream: IO[bytes], value: Any) -> None:
     data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
     stream.write(_LENGTH.pack(len(data)))
     stream.write(data)
     stream.flush()
 
 
-def _receive(stream: IO[bytes]) -> Any:
+def receive_frame(stream: IO[bytes]) -> Any:
     head = stream.read(_LENGTH.size)
     if len(head) < _LENGTH.size:
         raise EOFError("the index writer process ended")
@@ -62,7 +62,7 @@ def _receive(stream: IO[bytes]) -> Any:
 _SURFACES = {surface: surface.value for surface in Surface}
 
 
-def _encode(records: Sequence[IndexRecord]) -> list[tuple[Any, ...]]:
+def encode_records(records: Sequence[IndexRecord]) -> list[tuple[Any, ...]]:
     """Records as plain tuples: pickled in C alone, where a record's NamedTuple and enum
     reductions would each call Python (on the thread that shares the reader's GIL)."""
     surfaces = _SURFACES
@@ -81,7 +81,7 @@ def _encode(records: Sequence[IndexRecord]) -> list[tuple[Any, ...]]:
 _SURFACE_OF = {surface.value: surface for surface in Surface}
 
 
-def _decode(rows: Sequence[tuple[Any, ...]]) -> list[IndexRecord]:
+def decode_records(rows: Sequence[tuple[Any, ...]]) -> list[IndexRecord]:
     surface_of = _SURFACE_OF
     new = tuple.__new__  # a NamedTuple without its generated __new__'s Python frame
     out: list[IndexRecord] = []
@@ -95,7 +95,7 @@ def _decode(rows: Sequence[tuple[Any, ...]]) -> list[IndexRecord]:
     return out
 
 
-def _error_frame(exc: BaseException) -> tuple[Any, ...]:
+def error_frame(exc: BaseException) -> tuple[Any, ...]:
     if isinstance(exc, SourceConflict):
         return ("conflict", exc.message, exc.session_id, exc.seq)
     if isinstance(exc, SessionQueryError):
@@ -116,7 +116,7 @@ class WriterProcess:
 
     def __init__(self, root: Path, config: IndexConfig, key_dir: Path | None) -> None:
         self._proc = subprocess.Popen(
-            [sys.executable, "-m", "indexer.writerproc"], stdin=subprocess.PIPE,
+            [sys.executable, "-m", "indexer.writerchild"], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": _python_path()})
         self._closed = False
         try:
@@ -128,8 +128,8 @@ class WriterProcess:
     def _call(self, request: tuple[Any, ...]) -> Any:
         assert self._proc.stdin is not None and self._proc.stdout is not None
         try:
-            _send(self._proc.stdin, request)
-            answer = _receive(self._proc.stdout)
+            send_frame(self._proc.stdin, request)
+            answer = receive_frame(self._proc.stdout)
         except (OSError, EOFError) as exc:
             raise query_error(INDEX_FAILED, f"the index writer process ended: {exc}") from None
         if answer[0] == "ok":
@@ -137,7 +137,7 @@ class WriterProcess:
         raise _error_from(answer[1])
 
     def write(self, records: Sequence[IndexRecord], positions: Mapping[str, int]) -> bool:
-        return bool(self._call(("write", _encode(records), dict(positions))))
+        return bool(self._call(("write", encode_records(records), dict(positions))))
 
     def close(self) -> None:
         """Stop the child once it has answered every write (it commits each before it answers)."""
@@ -164,47 +164,3 @@ class WriterProcess:
 def _python_path() -> str:
     """The parent's import path, so the child imports the same code (e.g. a checkout)."""
     return os.pathsep.join(p for p in sys.path if p)
-
-
-def _serve(requests: IO[bytes], answers: IO[bytes]) -> int:
-    from indexer.pipeline import use_bulk_gc
-    from indexer.shardset import ShardSet
-
-    use_bulk_gc()  # bulk work alone in this process, as the writer thread's ingest
-    shards: ShardSet | None = None
-    try:
-        while True:
-            try:
-                request = _receive(requests)
-            except EOFError:
-                return 0
-            try:
-                if request[0] == "open":
-                    _, root, config, key_dir = request
-                    shards = ShardSet(root, config, key_dir=key_dir)
-                    _send(answers, ("ok", None))
-                elif request[0] == "write":
-                    assert shards is not None
-                    _send(answers, ("ok", shards.write_batch(_decode(request[1]), request[2])))
-                else:
-                    _send(answers, ("ok", None))
-                    return 0
-            except Exception as exc:  # answered: the parent raises it
-                _send(answers, ("error", _error_frame(exc)))
-    finally:
-        if shards is not None:
-            shards.close()
-
-
-def main() -> int:
-    # Ctrl-C reaches the whole process group: the parent stops and closes the pipe, and this
-    # process ends at the end of its input, after the write in progress (never mid-write).
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    # Frames go over the original stdout; anything printed goes to stderr instead.
-    answers = os.fdopen(os.dup(sys.stdout.fileno()), "wb")
-    os.dup2(sys.stderr.fileno(), sys.stdout.fileno())
-    return _serve(sys.stdin.buffer, answers)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
