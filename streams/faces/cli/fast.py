@@ -233,12 +233,14 @@ def main() -> None:
     gc.disable()
     try:
         status = run(argv)
-    finally:
+    except BaseException:
         gc.enable()
+        raise
     if status is None:
+        gc.enable()
         _full()
         return
-    _exit(status)
+    _exit(status)  # with the collector still off: enabled now, it would run once more here
 
 
 def _exit(status: int) -> NoReturn:
