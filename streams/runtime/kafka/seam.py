@@ -49,8 +49,9 @@ Contract, once `install()` ran in the process (the worker's roles, `build_app`, 
    `TableManager._update_channels`, `TableManager.recovery`]
 
 8. An idle fold does not wake every `BATCH_WITHIN_S`: its stream's `take_events` waits for
-   the first record of a batch without a timeout, then for the rest while records keep coming
-   (a gap of `BATCH_QUIET_S` ends the batch; `within` bounds it).
+   the first record of a batch without a timeout, then for the rest: `within` when records
+   came during the last batch (a backlog), else while records keep coming (a gap of
+   `BATCH_QUIET_S` ends the batch; `within` bounds it).
    [faust: `Stream.add_processor`, `Service.wait_for_stopped` as `take_events` calls it
    (replaced on the fold's stream instance)]
 9. faust's table recovery reads each changelog partition to its end as found in the log, not
@@ -496,14 +497,19 @@ class FaustFold:
 def _no_idle_timer(stream: Any) -> None:
     """faust's `take_events` waits for a full batch `within` seconds at a time, also with
     nothing buffered, so an idle fold keeps waking up (much of an idle fold role's CPU). Here
-    the stream waits for its next record without a timeout, then gathers the rest of the batch
-    while records keep coming: the batch ends when it is full, after `within` seconds, or once
-    no record came for `BATCH_QUIET_S`. A lone record (an agent's live append) is folded
-    `BATCH_QUIET_S` after it arrived, not `within` (the latency floor of a quiet topic); a
-    backlog, delivered back to back from the consumer's fetches, still fills whole batches."""
+    the stream waits for its next record without a timeout, then for the rest of the batch:
+    - records came while the last batch was folded (a backlog): as faust does, until the batch
+      is full or `within` passed (the fold awaits its outputs' acks once per batch: smaller
+      batches would leave it idle more often);
+    - the stream was idle (a live append): until the batch is full, `within` passed, or no
+      record came for `BATCH_QUIET_S`: a lone record is folded at once instead of `within`
+      later (the latency floor of a quiet topic)."""
     arrived = asyncio.Event()
+    last = [0.0]  # when the latest record came (monotonic)
 
     async def note(value: Any) -> Any:
+        # per record only a stamp: the wait below wakes at most once per BATCH_QUIET_S
+        last[0] = time.monotonic()
         arrived.set()
         return value
 
@@ -511,25 +517,24 @@ def _no_idle_timer(stream: Any) -> None:
     wait_for_stopped = stream.wait_for_stopped
 
     async def wait_for_record_first(*events: Any, timeout: Any = None) -> Any:
-        if timeout is None:
-            return await wait_for_stopped(*events)
-        if not arrived.is_set() and await wait_for_stopped(arrived):
-            return True  # the stream stops
-        # take_events passes its one `buffer_full` event: the processors run in order, so by
-        # the time a record's `note` wakes this, take_events has buffered it (and flagged a
-        # full buffer)
-        (full,) = events
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        while not full.is_set():
-            left = deadline - loop.time()
-            if left <= 0:
-                break
+        if timeout is None or arrived.is_set():
             arrived.clear()
-            if await wait_for_stopped(arrived, timeout=min(left, BATCH_QUIET_S)):
+            stopped = await wait_for_stopped(*events, timeout=timeout)
+            arrived.clear()  # set again only by a record that comes while this batch is folded
+            return stopped
+        if await wait_for_stopped(arrived):
+            return True  # the stream stops
+        # take_events passes its one `buffer_full` event (set by its processor, which runs
+        # after `note`, once the buffer is full)
+        (full,) = events
+        deadline = time.monotonic() + timeout
+        while not full.is_set():
+            now = time.monotonic()
+            until = min(deadline, last[0] + BATCH_QUIET_S)
+            if now >= until:
+                break  # the window passed, or no record came for BATCH_QUIET_S
+            if await wait_for_stopped(full, timeout=until - now):
                 return True
-            if not arrived.is_set():
-                break  # quiet: fold what is buffered
         arrived.clear()
         return False
 
