@@ -12,6 +12,7 @@
  */
 #include <Python.h>
 #include <sqlite3ext.h>
+#include <string.h>
 SQLITE_EXTENSION_INIT1
 
 /* One phrase (every query of ours): walk its positions in column 0 with xPhraseFirst/Next,
@@ -308,10 +309,542 @@ static void recall_top(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_co
   sqlite3_result_blob(ctx, out, (int)(16 * (sqlite3_int64)top.used), sqlite3_free);
 }
 
+/* recall_scan(k, token, ...): recall_top's answer for the one-phrase query of these tokens
+ * (the table's own tokenizer's output for the query), read straight from the events_fts
+ * segment that holds every document, without FTS5's per-row iterator and callbacks: the term's
+ * doclist is copied out of its leaf pages once and walked as plain varints (format:
+ * SQLite's ext/fts5/fts5_index.c). Rows are visited in rowid order and kept in the same heap
+ * as recall_top's, so the blob is byte for byte the same. NULL when the table is in any other
+ * shape (several segments, the V2 structure, delete markers, anything unexpected): the caller
+ * then asks recall_top. */
+#define SCAN_MAX_TOKENS 16
+#define SCAN_MAX_TERM 2048
+
+static int scan_varint(const unsigned char *p, const unsigned char *end, sqlite3_uint64 *out) {
+  sqlite3_uint64 v = 0;
+  int i;
+  if (p < end && *p < 0x80) { /* most values: one byte */
+    *out = *p;
+    return 1;
+  }
+  for (i = 0; i < 9; i++) {
+    if (p + i >= end) return 0;
+    if (i == 8) {
+      *out = (v << 8) | p[i];
+      return 9;
+    }
+    v = (v << 7) | (p[i] & 0x7f);
+    if (!(p[i] & 0x80)) {
+      *out = v;
+      return i + 1;
+    }
+  }
+  return 0;
+}
+
+/* A varint of a doclist buffer, which ends in DOCLIST_PAD zero bytes (so no read runs past
+ * it): the byte after it. */
+#define DOCLIST_PAD 16
+static inline const unsigned char *doclist_varint(const unsigned char *p, sqlite3_uint64 *v) {
+  if (!(p[0] & 0x80)) {
+    *v = p[0];
+    return p + 1;
+  }
+  if (!(p[1] & 0x80)) {
+    *v = ((sqlite3_uint64)(p[0] & 0x7f) << 7) | p[1];
+    return p + 2;
+  }
+  if (!(p[2] & 0x80)) {
+    *v = ((sqlite3_uint64)(p[0] & 0x7f) << 14) | ((sqlite3_uint64)(p[1] & 0x7f) << 7) | p[2];
+    return p + 3;
+  }
+  return p + scan_varint(p, p + 9, v);
+}
+
+typedef struct {
+  unsigned char *buf;
+  sqlite3_int64 n, cap;
+  sqlite3_int64 *marks; /* offsets in buf where a rowid is stored whole, not as a delta */
+  int nmarks, capmarks;
+} Doclist;
+
+static void doclist_free(Doclist *d) {
+  sqlite3_free(d->buf);
+  sqlite3_free(d->marks);
+  memset(d, 0, sizeof(*d));
+}
+
+static int doclist_append(Doclist *d, const unsigned char *p, sqlite3_int64 n) {
+  if (n <= 0) return SQLITE_OK;
+  if (d->n + n + DOCLIST_PAD > d->cap) {
+    sqlite3_int64 cap = d->cap ? d->cap : 4096;
+    unsigned char *grown;
+    while (cap < d->n + n + DOCLIST_PAD) cap *= 2;
+    grown = (unsigned char *)sqlite3_realloc64(d->buf, (sqlite3_uint64)cap);
+    if (grown == 0) return SQLITE_NOMEM;
+    d->buf = grown;
+    d->cap = cap;
+  }
+  memcpy(d->buf + d->n, p, (size_t)n);
+  d->n += n;
+  memset(d->buf + d->n, 0, DOCLIST_PAD);
+  return SQLITE_OK;
+}
+
+static int doclist_mark(Doclist *d, sqlite3_int64 at) {
+  if (d->nmarks > 0 && d->marks[d->nmarks - 1] >= at) {
+    return d->marks[d->nmarks - 1] == at ? SQLITE_OK : SQLITE_CORRUPT;
+  }
+  if (d->nmarks == d->capmarks) {
+    int cap = d->capmarks ? d->capmarks * 2 : 64;
+    sqlite3_int64 *grown =
+        (sqlite3_int64 *)sqlite3_realloc64(d->marks, (sqlite3_uint64)cap * sizeof(sqlite3_int64));
+    if (grown == 0) return SQLITE_NOMEM;
+    d->marks = grown;
+    d->capmarks = cap;
+  }
+  d->marks[d->nmarks++] = at;
+  return SQLITE_OK;
+}
+
+#define SEGMENT_ROWID(segid, pgno) (((sqlite3_int64)(segid) << 37) + (sqlite3_int64)(pgno))
+
+/* The one segment of events_fts: SQLITE_OK with *segid set; SQLITE_DONE if the table has any
+ * other shape. */
+static int scan_segment(sqlite3 *db, int *segid, int *first, int *last) {
+  sqlite3_stmt *st = 0;
+  int rc = sqlite3_prepare_v2(db, "SELECT block FROM events_fts_data WHERE id = 10", -1, &st, 0);
+  const unsigned char *a, *end;
+  sqlite3_uint64 levels, segments, writes, v[3];
+  int n, k, i, j, found = 0;
+  if (rc != SQLITE_OK) return SQLITE_DONE; /* no events_fts here */
+  rc = sqlite3_step(st);
+  if (rc != SQLITE_ROW) {
+    sqlite3_finalize(st);
+    return rc == SQLITE_DONE ? SQLITE_DONE : rc;
+  }
+  a = (const unsigned char *)sqlite3_column_blob(st, 0);
+  n = sqlite3_column_bytes(st, 0);
+  rc = SQLITE_DONE;
+  if (a == 0 || n < 8 || (a[4] == 0xff && a[5] == 0x00 && a[6] == 0x00 && a[7] == 0x01)) goto out;
+  end = a + n;
+  a += 4;
+  if (!(k = scan_varint(a, end, &levels))) goto out;
+  a += k;
+  if (!(k = scan_varint(a, end, &segments))) goto out;
+  a += k;
+  if (!(k = scan_varint(a, end, &writes))) goto out;
+  a += k;
+  if (segments != 1 || levels > 64) goto out;
+  for (i = 0; i < (int)levels; i++) {
+    sqlite3_uint64 merge, nseg;
+    if (!(k = scan_varint(a, end, &merge))) goto out;
+    a += k;
+    if (!(k = scan_varint(a, end, &nseg))) goto out;
+    a += k;
+    if (nseg > 1) goto out;
+    for (j = 0; j < (int)nseg; j++) {
+      int f;
+      for (f = 0; f < 3; f++) {
+        if (!(k = scan_varint(a, end, &v[f]))) goto out;
+        a += k;
+      }
+      if (v[0] == 0 || v[0] > 65535 || v[1] == 0 || v[2] < v[1] || v[2] > 0x7fffffff) goto out;
+      *segid = (int)v[0];
+      *first = (int)v[1];
+      *last = (int)v[2];
+      found++;
+    }
+  }
+  if (found == 1) rc = SQLITE_OK;
+out:
+  sqlite3_finalize(st);
+  return rc;
+}
+
+/* The doclist of `key` (the index's term: '0' then the token) in segment `segid`, copied out of
+ * its leaf pages: SQLITE_OK (d->n == 0 if the term is absent), SQLITE_DONE for anything this
+ * reader does not expect, or an error. */
+static int scan_doclist(sqlite3 *db, int segid, int first, int last, const unsigned char *key,
+                        int nkey, Doclist *d) {
+  sqlite3_stmt *idx = 0, *pages = 0;
+  unsigned char term[SCAN_MAX_TERM];
+  int rc, pg = first, tlen = 0, on_first = 1;
+  sqlite3_int64 expect;
+  rc = sqlite3_prepare_v2(db,
+                          "SELECT pgno FROM events_fts_idx WHERE segid = ?1 AND term <= ?2"
+                          " ORDER BY term DESC LIMIT 1", -1, &idx, 0);
+  if (rc != SQLITE_OK) return rc;
+  sqlite3_bind_int(idx, 1, segid);
+  sqlite3_bind_blob(idx, 2, key, nkey, SQLITE_STATIC);
+  rc = sqlite3_step(idx);
+  if (rc == SQLITE_ROW) {
+    pg = (int)(sqlite3_column_int64(idx, 0) >> 1);
+    rc = SQLITE_OK;
+  } else if (rc == SQLITE_DONE) {
+    rc = SQLITE_OK;
+  }
+  sqlite3_finalize(idx);
+  if (rc != SQLITE_OK) return rc;
+  if (pg < first) pg = first;
+  if (pg > last) return SQLITE_OK;
+  rc = sqlite3_prepare_v2(db, "SELECT id, block FROM events_fts_data WHERE id BETWEEN ?1 AND ?2",
+                          -1, &pages, 0);
+  if (rc != SQLITE_OK) return rc;
+  sqlite3_bind_int64(pages, 1, SEGMENT_ROWID(segid, pg));
+  sqlite3_bind_int64(pages, 2, SEGMENT_ROWID(segid, last));
+  expect = SEGMENT_ROWID(segid, pg);
+  for (;;) {
+    const unsigned char *a;
+    int nn, row_off, sz_leaf, termless, k;
+    rc = sqlite3_step(pages);
+    if (rc == SQLITE_DONE) {
+      rc = on_first ? SQLITE_DONE : SQLITE_OK; /* (the idx pointed past the pages) */
+      break;
+    }
+    if (rc != SQLITE_ROW) break;
+    if (sqlite3_column_int64(pages, 0) != expect++) {
+      rc = SQLITE_DONE; /* a missing leaf: not a shape this reader knows */
+      break;
+    }
+    a = (const unsigned char *)sqlite3_column_blob(pages, 1);
+    nn = sqlite3_column_bytes(pages, 1);
+    rc = SQLITE_DONE;
+    if (a == 0 || nn < 4) break;
+    row_off = (a[0] << 8) | a[1];
+    sz_leaf = (a[2] << 8) | a[3];
+    if (sz_leaf < 4 || sz_leaf > nn) break;
+    termless = sz_leaf >= nn;
+    if (on_first) {
+      /* Find the term among the page's terms (fts5LeafSeek): the footer holds their offsets. */
+      const unsigned char *foot = a + sz_leaf, *end = a + nn;
+      sqlite3_uint64 value;
+      int term_off, next_off, off, first_term = 1;
+      if (termless) break;
+      if (!(k = scan_varint(foot, end, &value))) break;
+      foot += k;
+      term_off = (int)value;
+      for (;;) {
+        sqlite3_uint64 keep = 0, fresh;
+        int cmp, m;
+        off = term_off;
+        if (off < 4 || off >= sz_leaf) goto corrupt;
+        if (!first_term) {
+          if (!(k = scan_varint(a + off, a + sz_leaf, &keep))) goto corrupt;
+          off += k;
+        }
+        if (!(k = scan_varint(a + off, a + sz_leaf, &fresh))) goto corrupt;
+        off += k;
+        if (keep > (sqlite3_uint64)tlen || keep + fresh > SCAN_MAX_TERM ||
+            off + (sqlite3_int64)fresh > sz_leaf)
+          goto corrupt;
+        memcpy(term + keep, a + off, (size_t)fresh);
+        tlen = (int)(keep + fresh);
+        off += (int)fresh;
+        next_off = -1;
+        if (foot < end) {
+          if (!(k = scan_varint(foot, end, &value))) goto corrupt;
+          foot += k;
+          next_off = term_off + (int)value;
+        }
+        m = tlen < nkey ? tlen : nkey;
+        cmp = memcmp(term, key, (size_t)m);
+        if (cmp == 0) cmp = tlen - nkey;
+        if (cmp > 0 || (cmp < 0 && next_off < 0)) { /* absent */
+          rc = SQLITE_OK;
+          goto done;
+        }
+        if (cmp == 0) {
+          rc = doclist_mark(d, 0);
+          if (rc == SQLITE_OK) rc = doclist_append(d, a + off, (next_off < 0 ? sz_leaf : next_off) - off);
+          if (rc != SQLITE_OK || next_off >= 0) goto done; /* (ends on this page) */
+          break;
+        }
+        term_off = next_off;
+        first_term = 0;
+      }
+      on_first = 0;
+      rc = SQLITE_OK;
+      continue;
+    }
+    {
+      /* A following page: [4, first rowid) ends the previous entry, a rowid stored whole
+       * follows; the doclist ends at the page's first term, if it has one. */
+      int end_off = sz_leaf;
+      if (!termless) {
+        sqlite3_uint64 value;
+        if (!(k = scan_varint(a + sz_leaf, a + nn, &value))) break;
+        end_off = (int)value;
+        if (end_off < 4 || end_off > sz_leaf) break;
+      }
+      if (row_off != 0) {
+        if (row_off < 4 || row_off >= end_off) break;
+        rc = doclist_mark(d, d->n + row_off - 4);
+        if (rc != SQLITE_OK) break;
+      }
+      rc = doclist_append(d, a + 4, end_off - 4);
+      if (rc != SQLITE_OK || !termless) break;
+    }
+  }
+  goto done;
+corrupt:
+  rc = SQLITE_DONE;
+done:
+  sqlite3_finalize(pages);
+  return rc;
+}
+
+typedef struct {
+  const Doclist *d;
+  sqlite3_int64 pos;
+  int mark;
+  sqlite3_int64 rowid;
+  const unsigned char *list; /* the current entry's position list */
+  int nlist;
+  int eof;
+} Reader;
+
+/* The next entry: 1, 0 at the end, -1 on what this reader does not expect. */
+static int reader_next(Reader *r) {
+  const Doclist *d = r->d;
+  const unsigned char *p = d->buf + r->pos;
+  sqlite3_uint64 value, header;
+  sqlite3_int64 at = r->pos;
+  if (at >= d->n) {
+    r->eof = 1;
+    return 0;
+  }
+  p = doclist_varint(p, &value);
+  if (r->mark < d->nmarks && d->marks[r->mark] <= at) {
+    if (d->marks[r->mark] != at) return -1; /* an entry across a stored rowid */
+    r->rowid = (sqlite3_int64)value;
+    r->mark++;
+  } else {
+    if (at == 0 || value == 0) return -1;
+    r->rowid += (sqlite3_int64)value;
+  }
+  p = doclist_varint(p, &header);
+  at = p - d->buf;
+  if ((header & 1) || at + (sqlite3_int64)(header >> 1) > d->n) return -1; /* a delete marker */
+  r->list = p;
+  r->nlist = (int)(header >> 1);
+  r->pos = at + (sqlite3_int64)(header >> 1);
+  return 1;
+}
+
+/* The positions of column 0 in a position list into out (at most max): how many, or -1. */
+static int scan_positions(const unsigned char *p, int n, int *out, int max) {
+  const unsigned char *end = p + n;
+  sqlite3_uint64 value;
+  int count = 0, k;
+  sqlite3_int64 at = 0;
+  if (out == 0) {
+    /* Counting only: each varint ends with its one byte below 0x80; 0 and 1 (a column
+     * marker) stand alone only as such a byte after another varint's end, so any of them
+     * sends the list to the full decode below. */
+    const unsigned char *q = p;
+    int ends = 0, odd = 0;
+    for (; q < end; q++) {
+      if (*q < 0x80) {
+        ends++;
+        odd |= (*q <= 1) && (q == p || q[-1] < 0x80);
+      }
+    }
+    if (!odd && (n == 0 || end[-1] < 0x80)) return ends;
+  }
+  while (p < end) {
+    if (!(k = scan_varint(p, end, &value))) return -1;
+    p += k;
+    if (value == 0) return -1;
+    if (value == 1) break; /* the next column's positions: not column 0 */
+    at += (sqlite3_int64)value - 2;
+    if (out != 0) {
+      if (count >= max) return -1;
+      out[count] = (int)at;
+    }
+    count++;
+  }
+  return count;
+}
+
+static void top_keep(Top *top, sqlite3_int64 rowid, int count) {
+  Entry e;
+  e.rowid = rowid;
+  e.score = (sqlite3_int64)count * (LENGTH_MASK + 1) + (LENGTH_MASK - (e.rowid & LENGTH_MASK));
+  if (top->used < top->size) {
+    int i = top->used++, parent;
+    while (i > 0 && top->heap[parent = (i - 1) / 2].score > e.score) {
+      top->heap[i] = top->heap[parent];
+      i = parent;
+    }
+    top->heap[i] = e;
+  } else if (e.score > top->heap[0].score) {
+    top->heap[0] = e;
+    floor_sift_down(top->heap, top->used, 0);
+  }
+}
+
+/* The phrase instances in the readers' current rows (all on one rowid), merged the way
+ * highlight() merges them: the match count, or -1. */
+static int scan_phrase_count(Reader *r, int ntok, int **pos, int *cap) {
+  int n[SCAN_MAX_TOKENS], i, t, count = 0, end = -1;
+  int at[SCAN_MAX_TOKENS];
+  for (t = 0; t < ntok; t++) {
+    /* (a list of n bytes holds at most n positions) */
+    int need = r[t].nlist;
+    if (need > cap[t]) {
+      int *grown = (int *)sqlite3_realloc64(pos[t], (sqlite3_uint64)need * sizeof(int));
+      if (grown == 0) return -1;
+      pos[t] = grown;
+      cap[t] = need;
+    }
+    n[t] = scan_positions(r[t].list, r[t].nlist, pos[t], cap[t]);
+    if (n[t] < 0) return -1;
+    at[t] = 0;
+  }
+  for (i = 0; i < n[0]; i++) {
+    int p = pos[0][i], ok = 1;
+    for (t = 1; t < ntok && ok; t++) {
+      while (at[t] < n[t] && pos[t][at[t]] < p + t) at[t]++;
+      ok = at[t] < n[t] && pos[t][at[t]] == p + t;
+    }
+    if (!ok) continue;
+    if (count > 0 && p <= end) {
+      if (p + ntok - 1 > end) end = p + ntok - 1;
+    } else {
+      count++;
+      end = p + ntok - 1;
+    }
+  }
+  return count;
+}
+
+static void recall_scan(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  sqlite3 *db = sqlite3_context_db_handle(ctx);
+  Doclist lists[SCAN_MAX_TOKENS];
+  Reader r[SCAN_MAX_TOKENS];
+  int *pos[SCAN_MAX_TOKENS], cap[SCAN_MAX_TOKENS];
+  unsigned char key[SCAN_MAX_TERM + 1];
+  Top top;
+  sqlite3_int64 size;
+  unsigned char *out = 0;
+  int ntok = argc - 1, segid = 0, first = 0, last = 0, rc, t, i, bad = 0, empty = 0;
+  if (argc < 2 || ntok > SCAN_MAX_TOKENS) return; /* NULL: recall_top answers */
+  size = sqlite3_value_int64(argv[0]);
+  if (size < 1 || size > MAX_FLOOR) {
+    sqlite3_result_error(ctx, "recall_scan: k out of range", -1);
+    return;
+  }
+  rc = scan_segment(db, &segid, &first, &last);
+  if (rc == SQLITE_DONE) return;
+  if (rc != SQLITE_OK) {
+    sqlite3_result_error_code(ctx, rc);
+    return;
+  }
+  memset(lists, 0, sizeof(lists));
+  memset(r, 0, sizeof(r));
+  memset(pos, 0, sizeof(pos));
+  memset(cap, 0, sizeof(cap));
+  top.heap = 0;
+  for (t = 0; t < ntok && !bad && !empty; t++) {
+    const unsigned char *token = sqlite3_value_text(argv[t + 1]);
+    int ntoken = sqlite3_value_bytes(argv[t + 1]);
+    if (token == 0 || ntoken < 1 || ntoken >= SCAN_MAX_TERM) {
+      bad = 1;
+      break;
+    }
+    key[0] = '0'; /* the main index's prefix byte (FTS5_MAIN_PREFIX) */
+    memcpy(key + 1, token, (size_t)ntoken);
+    rc = scan_doclist(db, segid, first, last, key, ntoken + 1, &lists[t]);
+    if (rc == SQLITE_DONE) bad = 1;
+    else if (rc != SQLITE_OK) goto error;
+    else if (lists[t].n == 0) empty = 1;
+    r[t].d = &lists[t];
+  }
+  if (bad) goto cleanup; /* NULL */
+  top.size = (int)size;
+  top.used = 0;
+  top.heap = (Entry *)sqlite3_malloc64((sqlite3_uint64)size * sizeof(Entry));
+  if (top.heap == 0) {
+    rc = SQLITE_NOMEM;
+    goto error;
+  }
+  if (!empty) {
+    if (ntok == 1) {
+      int k;
+      while ((k = reader_next(&r[0])) > 0) {
+        int count = scan_positions(r[0].list, r[0].nlist, 0, 0);
+        if (count < 0) break;
+        top_keep(&top, r[0].rowid, count);
+      }
+      if (k != 0) bad = 1;
+    } else {
+      for (t = 0; t < ntok && !bad; t++)
+        if (reader_next(&r[t]) < 0) bad = 1;
+      while (!bad) {
+        sqlite3_int64 target = r[0].rowid;
+        int same = 1, k = 1;
+        for (t = 0; t < ntok; t++) {
+          if (r[t].eof) break;
+          if (r[t].rowid > target) target = r[t].rowid;
+        }
+        if (t < ntok) break; /* one token has no more rows */
+        for (t = 0; t < ntok && k > 0; t++) {
+          while (r[t].rowid < target && (k = reader_next(&r[t])) > 0) {
+          }
+          if (k > 0 && r[t].rowid != target) same = 0;
+        }
+        if (k < 0) bad = 1;
+        if (k <= 0) break;
+        if (!same) continue;
+        {
+          int count = scan_phrase_count(r, ntok, pos, cap);
+          if (count < 0) {
+            bad = 1;
+            break;
+          }
+          if (count > 0) top_keep(&top, target, count);
+        }
+        if ((k = reader_next(&r[0])) <= 0) {
+          if (k < 0) bad = 1;
+          break;
+        }
+      }
+    }
+  }
+  if (bad) goto cleanup;
+  out = (unsigned char *)sqlite3_malloc64((sqlite3_uint64)top.used * 16 + 1);
+  if (out == 0) {
+    rc = SQLITE_NOMEM;
+    goto error;
+  }
+  /* Pop the worst key each time and fill from the end: best first (as recall_top). */
+  for (i = top.used - 1; i >= 0; i--) {
+    Entry worst = top.heap[0];
+    int b, n = i;
+    top.heap[0] = top.heap[n];
+    if (n > 0) floor_sift_down(top.heap, n, 0);
+    for (b = 0; b < 8; b++) {
+      out[16 * i + b] = (unsigned char)((sqlite3_uint64)worst.score >> (8 * b));
+      out[16 * i + 8 + b] = (unsigned char)((sqlite3_uint64)worst.rowid >> (8 * b));
+    }
+  }
+  sqlite3_result_blob(ctx, out, (int)(16 * (sqlite3_int64)top.used), sqlite3_free);
+  goto cleanup;
+error:
+  sqlite3_result_error_code(ctx, rc);
+cleanup:
+  sqlite3_free(top.heap);
+  for (t = 0; t < SCAN_MAX_TOKENS; t++) {
+    doclist_free(&lists[t]);
+    sqlite3_free(pos[t]);
+  }
+}
+
 #ifdef _WIN32
 __declspec(dllexport)
 #endif
-int sqlite3_matchcount_v2_init(sqlite3 *db, char **error, const sqlite3_api_routines *routines) {
+int sqlite3_matchcount_v3_init(sqlite3 *db, char **error, const sqlite3_api_routines *routines) {
   fts5_api *fts = 0;
   sqlite3_stmt *stmt = 0;
   Slot *slot;
@@ -328,6 +861,8 @@ int sqlite3_matchcount_v2_init(sqlite3 *db, char **error, const sqlite3_api_rout
   rc = fts->xCreateFunction(fts, "recall_matches", 0, recall_matches, 0);
   if (rc != SQLITE_OK) return rc;
   rc = fts->xCreateFunction(fts, "recall_top", 0, recall_top, 0);
+  if (rc != SQLITE_OK) return rc;
+  rc = sqlite3_create_function_v2(db, "recall_scan", -1, SQLITE_UTF8, 0, recall_scan, 0, 0, 0);
   if (rc != SQLITE_OK) return rc;
   slot = (Slot *)sqlite3_malloc(sizeof(Slot));
   if (slot == 0) return SQLITE_NOMEM;

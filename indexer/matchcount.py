@@ -2,7 +2,10 @@
 and the two ways a floor pass (indexer/search.py) keeps a shard's best k hits without sorting
 them all: `recall_floor` + `recall_floor_take` (a heap filled as the query walks its hits) and
 `recall_top` (one call that walks the hits itself through xQueryPhrase: no per-hit VDBE row, but
-a second lookup of the phrase, so it pays off only for many hits).
+a second lookup of the phrase, so it pays off only for many hits). `recall_scan(k, token, ...)`
+gives recall_top's answer without FTS5's row iterator: it reads the phrase's doclists from the
+table's one segment (after a merge) and walks them as plain varints; NULL where the table has
+another shape (several segments), and then recall_top answers.
 
 The count is the number of spans highlight() marks: the row's phrase instances in position
 order, overlapping ones merged the way FTS5's highlight() merges them (an instance that starts at
@@ -18,20 +21,24 @@ from __future__ import annotations
 import heapq
 import importlib.util
 import struct
+import threading
 from collections.abc import Sequence
+from typing import Any
 
 import apsw
 
-from indexer.schema import LENGTH_MASK
+from indexer.schema import LENGTH_MASK, TOKENIZER
 
 FUNCTION = "recall_matches"
 FLOOR_FUNCTION = "recall_floor"
 TOP_FUNCTION = "recall_top"
+SCAN_FUNCTION = "recall_scan"
 #: The largest k a floor pass may ask for (the compiled function's bound too).
 MAX_FLOOR = 1 << 22
-#: Versioned: a module built from an older _matchcount.c (without recall_floor/recall_top) has no
-#: such entry point, so it is refused and the Python functions are used instead of half of them.
-_ENTRY_POINT = "sqlite3_matchcount_v2_init"
+#: Versioned: a module built from an older _matchcount.c (without recall_floor/recall_top/
+#: recall_scan) has no such entry point, so it is refused and the Python functions are used
+#: instead of some of them.
+_ENTRY_POINT = "sqlite3_matchcount_v3_init"
 
 
 def count_spans(instances: Sequence[tuple[int, int]]) -> int:
@@ -119,6 +126,28 @@ def python_top(api: apsw.FTS5ExtensionApi, size: int) -> bytes:
     return struct.pack(f"<{2 * len(best)}q", *(v for entry in best for v in entry))
 
 
+_tokenizer_lock = threading.Lock()
+_tokenizer: Any = None
+
+
+def query_tokens(query: str) -> tuple[str, ...]:
+    """The tokens FTS5 makes of `query` as one phrase of events_fts (its tokenizer, query
+    flag): what `recall_scan` looks up."""
+    global _tokenizer
+    with _tokenizer_lock:  # (one private connection, shared by the search lanes)
+        if _tokenizer is None:
+            name, *args = TOKENIZER.split()
+            _tokenizer = apsw.Connection(":memory:").fts5_tokenizer(name, args)
+        found = _tokenizer(query.encode("utf-8"), apsw.FTS5_TOKENIZE_QUERY, None)
+    return tuple(str(token[2]) for token in found)
+
+
+def python_scan(*_: object) -> None:
+    """`recall_scan(k, token, ...)` without the compiled reader: NULL, which tells the caller
+    to ask `recall_top` (the compiled one reads the table's segment itself; indexer/_matchcount.c)."""
+    return None
+
+
 def compiled_path() -> str | None:
     """The built extension module holding the compiled function, if the build made one."""
     spec = importlib.util.find_spec("indexer._matchcount")
@@ -154,6 +183,7 @@ def register(conn: apsw.Connection, *, compiled: bool = True) -> str:
         _registered = "python"
     conn.register_fts5_function(FUNCTION, python_matches)  # type: ignore[arg-type]
     conn.register_fts5_function(TOP_FUNCTION, python_top)  # type: ignore[arg-type]
+    conn.create_scalar_function(SCAN_FUNCTION, python_scan, -1)
     slot = PythonFloor()
     conn.register_fts5_function(FLOOR_FUNCTION, slot.floor)  # type: ignore[arg-type]
     conn.create_scalar_function(FLOOR_FUNCTION + "_take", slot.take, 2)  # type: ignore[arg-type]

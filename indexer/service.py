@@ -28,6 +28,7 @@ from indexer.errors import (
 )
 from indexer.filters import canonical_filters, check_budgets, validate_filters
 from indexer.listing import describe, needs_summary
+from indexer.matchcount import query_tokens
 from indexer.normalize import check_cursor_type, fts_phrase, normalize_query, resolve_limit
 from indexer.ranking import Candidate, Scope, merge_page
 from indexer.reads import SessionReads
@@ -70,20 +71,21 @@ _T = TypeVar("_T")
 
 
 class _FloorPasses:
-    """The floor passes of one request, one call per shard. The first shard runs alone
-    (`_scatter`); how long it took picks how the others walk their hits (many hits:
-    `recall_top`, search.py)."""
+    """The floor passes of one request, one call per shard: from `recall_scan` where the shard
+    is one merged segment; elsewhere the first shard runs alone (`_scatter`) and how long it
+    took picks how the others walk their hits (many hits: `recall_top`, search.py)."""
 
-    def __init__(self, phrase: str, size: int) -> None:
+    def __init__(self, phrase: str, size: int, tokens: tuple[str, ...]) -> None:
         self.phrase = phrase
         self.size = size
+        self.tokens = tokens
         self.walk: bool | None = None
 
     def __call__(self, conn: Conn) -> Floor:
         if self.walk is not None:
-            return floor_pass(conn, self.phrase, self.size, walk=self.walk)
+            return floor_pass(conn, self.phrase, self.size, walk=self.walk, tokens=self.tokens)
         started = time.perf_counter()
-        found = floor_pass(conn, self.phrase, self.size)
+        found = floor_pass(conn, self.phrase, self.size, tokens=self.tokens)
         self.walk = time.perf_counter() - started >= WALK_AFTER_S
         return found
 
@@ -320,9 +322,11 @@ class QueryService(SessionReads):
         shards at once: floor passes on every shard, then one bounded join; search.py)."""
         if plan["index"] == "token" and plan["scope"] == "sessions":
             phrase = fts_phrase(plan["query"])
+            tokens = query_tokens(plan["query"])
             size = floor_size(plan)
             for _ in range(2):
-                floors = self._scatter([(c,) for c in conns], _FloorPasses(phrase, size))
+                floors = self._scatter([(c,) for c in conns],
+                                       _FloorPasses(phrase, size, tokens))
                 found = bounded_top(conns, floors, plan)
                 if found is not None:
                     return [found]
