@@ -877,6 +877,15 @@ int sqlite3_matchcount_v3_init(sqlite3 *db, char **error, const sqlite3_api_rout
                                     recall_floor_take, 0, 0, 0);
 }
 
+/* The previous entry point, for a process that loaded indexer/matchcount.py before this build
+ * replaced the module file: it registers the same functions (a superset of what v2 had). */
+#ifdef _WIN32
+__declspec(dllexport)
+#endif
+int sqlite3_matchcount_v2_init(sqlite3 *db, char **error, const sqlite3_api_routines *routines) {
+  return sqlite3_matchcount_v3_init(db, error, routines);
+}
+
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_matchcount",
                                     "SQLite loadable extension: recall_matches(), recall_floor()", -1, NULL};
 
