@@ -598,6 +598,7 @@ typedef struct {
   const Doclist *d;
   sqlite3_int64 pos;
   int mark;
+  sqlite3_int64 next_mark; /* marks[mark], or past the end */
   sqlite3_int64 rowid;
   const unsigned char *list; /* the current entry's position list */
   int nlist;
@@ -605,22 +606,23 @@ typedef struct {
 } Reader;
 
 /* The next entry: 1, 0 at the end, -1 on what this reader does not expect. */
-static int reader_next(Reader *r) {
+static inline int reader_next(Reader *r) {
   const Doclist *d = r->d;
-  const unsigned char *p = d->buf + r->pos;
+  const unsigned char *p;
   sqlite3_uint64 value, header;
   sqlite3_int64 at = r->pos;
   if (at >= d->n) {
     r->eof = 1;
     return 0;
   }
-  p = doclist_varint(p, &value);
-  if (r->mark < d->nmarks && d->marks[r->mark] <= at) {
-    if (d->marks[r->mark] != at) return -1; /* an entry across a stored rowid */
+  p = doclist_varint(d->buf + at, &value);
+  if (at >= r->next_mark) {
+    if (at != r->next_mark) return -1; /* an entry across a stored rowid */
     r->rowid = (sqlite3_int64)value;
     r->mark++;
+    r->next_mark = r->mark < d->nmarks ? d->marks[r->mark] : d->n + 1;
   } else {
-    if (at == 0 || value == 0) return -1;
+    if (value == 0 || at == 0) return -1;
     r->rowid += (sqlite3_int64)value;
   }
   p = doclist_varint(p, &header);
@@ -760,6 +762,7 @@ static void recall_scan(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     else if (rc != SQLITE_OK) goto error;
     else if (lists[t].n == 0) empty = 1;
     r[t].d = &lists[t];
+    r[t].next_mark = lists[t].nmarks > 0 ? lists[t].marks[0] : lists[t].n + 1;
   }
   if (bad) goto cleanup; /* NULL */
   top.size = (int)size;
