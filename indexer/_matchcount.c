@@ -669,6 +669,16 @@ static int scan_positions(const unsigned char *p, int n, int *out, int max) {
   return count;
 }
 
+/* Whether a row with at most `most` matches cannot enter a full heap: its score could at
+ * best tie the k-th kept one, and top_keep replaces only on a strictly larger score. A position
+ * takes at least one byte of a position list, so its size in bytes bounds the count (of one
+ * token, and so of a phrase: at most as many instances as its rarest token's positions). */
+static inline int top_beyond(const Top *top, sqlite3_int64 rowid, int most) {
+  return top->used == top->size &&
+         (sqlite3_int64)most * (LENGTH_MASK + 1) + (LENGTH_MASK - (rowid & LENGTH_MASK)) <=
+             top->heap[0].score;
+}
+
 static void top_keep(Top *top, sqlite3_int64 rowid, int count) {
   Entry e;
   e.rowid = rowid;
@@ -776,7 +786,9 @@ static void recall_scan(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     if (ntok == 1) {
       int k;
       while ((k = reader_next(&r[0])) > 0) {
-        int count = scan_positions(r[0].list, r[0].nlist, 0, 0);
+        int count;
+        if (top_beyond(&top, r[0].rowid, r[0].nlist)) continue;
+        count = scan_positions(r[0].list, r[0].nlist, 0, 0);
         if (count < 0) break;
         top_keep(&top, r[0].rowid, count);
       }
@@ -801,7 +813,14 @@ static void recall_scan(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
         if (k <= 0) break;
         if (!same) continue;
         {
-          int count = scan_phrase_count(r, ntok, pos, cap);
+          int count, most = r[0].nlist;
+          for (t = 1; t < ntok; t++)
+            if (r[t].nlist < most) most = r[t].nlist;
+          if (top_beyond(&top, target, most)) {
+            count = 0; /* (cannot enter the heap: skip its positions) */
+          } else {
+            count = scan_phrase_count(r, ntok, pos, cap);
+          }
           if (count < 0) {
             bad = 1;
             break;
