@@ -14,9 +14,10 @@ import re
 # C0 controls, DEL, C1 controls, U+2028/2029, the bidi embedding/override/isolate marks, and
 # lone surrogates (undecodable bytes of a command line; no encoder can write them).
 _MARKS = "\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ud800-\udfff"
-_UNSAFE = re.compile(f"[\x00-\x1f{_MARKS}]")
-# Multi-line views (show, surface, the web page) keep tabs and line feeds as layout. Compiled
-# on first use (`re` keeps it): a listing or a search never needs it.
+# Compiled on first use (`re` keeps them): printable text, most of it, never needs them
+# (`needs_escape`). Multi-line views (show, surface, the web page) keep tabs and line feeds
+# as layout.
+_UNSAFE = f"[\x00-\x1f{_MARKS}]"
 _UNSAFE_KEEP_LINES = f"[\x00-\x08\x0b-\x1f{_MARKS}]"
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
@@ -44,7 +45,7 @@ def needs_escape(text: str) -> bool:
     """Whether `visible(text)` differs from `text`."""
     # Every character escaped is a control, format or separator character, which Python never
     # counts as printable: printable text (most of it) needs no pattern scan.
-    return not text.isprintable() and _UNSAFE.search(text) is not None
+    return not text.isprintable() and re.search(_UNSAFE, text) is not None
 
 
 def visible(text: object, *, keep_newlines: bool = False) -> str:
@@ -56,4 +57,4 @@ def visible(text: object, *, keep_newlines: bool = False) -> str:
         return value
     if keep_newlines:
         return re.sub(_UNSAFE_KEEP_LINES, _escape, value)
-    return _UNSAFE.sub(_escape, value)
+    return re.sub(_UNSAFE, _escape, value)

@@ -91,5 +91,5 @@ def test_visible_escapes_exactly_the_unsafe_characters() -> None:
     for _ in range(3000):
         text = "".join(rng.choice(_ALPHABET) for _ in range(rng.randint(0, 6)))
         for keep in (False, True):
-            pattern = _UNSAFE_KEEP_LINES if keep else _UNSAFE.pattern
+            pattern = _UNSAFE_KEEP_LINES if keep else _UNSAFE
             assert visible(text, keep_newlines=keep) == re.sub(pattern, _escape, text), repr(text)
