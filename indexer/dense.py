@@ -26,7 +26,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from indexer.database import Conn
-from indexer.errors import query_error
+from indexer.errors import INVALID_QUERY, query_error
 from indexer.ranking import Candidate, Scope, event_key
 from indexer.search import _COLUMNS, _JOINS, _candidate, _where
 from indexer.semantic import DIMENSION, MAX_CHUNKS, load_embedder, quantize, unpack4
@@ -52,14 +52,12 @@ WORDS = DIMENSION // 64
 
 
 def not_scattered() -> Exception:
-    """A search by meaning across shards with different owners (the Kafka runtime's scatter):
-    its fusion and shortlist span all shards at once, which the scatter does not carry yet."""
+    """A search by meaning across shards with different owners, asked of a coordinator that
+    cannot ask the owners the questions of its rounds (indexer/scatter.py)."""
     return query_error(SEMANTIC_UNAVAILABLE,
-                       "a semantic or hybrid search across sessions is not served over Kafka yet"
-                       " (the vectors are there; the cross-shard ranking is not)",
-                       hint="search with mode lexical over Kafka, search one session's events by"
-                            " meaning (recall events SESSION --semantic), or search by meaning"
-                            " with the embedded runtime")
+                       "a semantic or hybrid search across sessions needs the shard owners'"
+                       " vector rounds, which this coordinator cannot ask",
+                       hint="search with mode lexical, or one session's events by meaning")
 
 
 def unavailable() -> Exception:
@@ -190,6 +188,67 @@ def _numpy() -> Any:
     return numpy
 
 
+def shortlist_limit(np: Any, total: int, histogram: Any, cut: int) -> int | None:
+    """The Hamming distance up to which vectors are scored for a cut of `cut` events, from
+    the count of vectors at each distance over all shards (`histogram`, DIMENSION + 1 counts)
+    and their number; None: every vector is scored (a small index, or a cut that needs
+    about all of them)."""
+    wanted = max(SHORTLIST, cut * MAX_CHUNKS * OVERSAMPLE)
+    if total <= SHORTLIST or wanted >= total:
+        return None
+    # the smallest distance within which lie at least `wanted` vectors of all shards
+    return int(np.searchsorted(np.cumsum(histogram), wanted))
+
+
+def distance_histogram(np: Any, distances: Any) -> Any:
+    """The count of one shard's vectors at each Hamming distance (0..DIMENSION)."""
+    return np.bincount(distances, minlength=DIMENSION + 1)
+
+
+def query_words(np: Any, query: Any) -> Any:
+    """The query's sign bits, word by word (as `sign_words` has a row's)."""
+    return sign_words(np, query.reshape(1, -1))[:, 0]
+
+
+def shard_tops(np: Any, vectors: _ShardVectors, query: Any, limit: int | None, cut: int,
+               distances: Any = None) -> tuple[Any, Any, bool]:
+    """One shard's `top_events` for a cut of `cut`, scoring the vectors within Hamming
+    distance `limit` of the query (all with None); `distances`: the shard's, if known."""
+    if limit is None:
+        events, scores = vectors.scores(query)
+    else:
+        if distances is None:
+            distances = vectors.hamming(query_words(np, query))
+        events, scores = vectors.scores_of(np.flatnonzero(distances <= limit), query)
+    return top_events(np, events, scores, cut)
+
+
+def cut_threshold(np: Any, merged: Any, cut: int, size: int | None = None) -> float:
+    """The `cut`-th best of the shards' top scores (all of them pass when there are no more
+    than `cut`). `size`: how many scores there are when `merged` holds only the best of them
+    (at least `cut`: the scatter's owners send only those that can be the `cut`-th best)."""
+    if (len(merged) if size is None else size) > cut:
+        return float(np.partition(merged, len(merged) - cut)[len(merged) - cut])
+    return float(-np.inf)
+
+
+def join_events(conn: Conn, events: Any, scores: Any, plan: Mapping[str, Any]
+                ) -> list[Candidate]:
+    """The events (with their dense scores) of one shard that pass the request's filters, as
+    candidates carrying `dense`."""
+    where, params = _where(plan)
+    score = dict(zip(events.tolist(), scores.tolist(), strict=True))
+    rows = conn.execute(f"SELECT {_COLUMNS} FROM events e{_JOINS}"
+                        f" WHERE e.id IN (SELECT value FROM json_each(?)) AND {where}",
+                        [dumps(list(score)), *params])
+    found = []
+    for r in rows:
+        c = _candidate(r, 0)
+        c["dense"] = score[int(r[0])]
+        found.append(c)
+    return found
+
+
 def _dense_top(conns: Sequence[Conn], keys: Sequence[tuple[str, str]], cache: VectorCache,
                query: Any, plan: Mapping[str, Any], need: int) -> list[Candidate]:
     """The best `need` events of all shards passing the filters, by dense score (each
@@ -198,49 +257,45 @@ def _dense_top(conns: Sequence[Conn], keys: Sequence[tuple[str, str]], cache: Ve
     Each shard's best `cut` events are merged and cut again at the `cut`-th best score of all
     of them (ties kept): every event left out scores below that, so only those at or above it
     are joined to their rows (a page's worth, not one per shard); `cut` grows while the filters
-    leave fewer than `need`."""
+    leave fewer than `need`. (indexer/scatter.py answers the same over shard owners.)"""
     np = _numpy()
-    where, params = _where(plan)
     shards = [cache.shard(key, conn) for conn, key in zip(conns, keys, strict=True)]
     total = sum(len(v.events) for v in shards)
-    distances: list[Any] | None = None
+    distances: list[Any] = [None] * len(shards)
+    histogram = None
     if total > SHORTLIST:
-        query_words = sign_words(np, query.reshape(1, -1))[:, 0]
-        distances = [v.hamming(query_words) for v in shards]
-        counts = np.cumsum(sum(np.bincount(d, minlength=DIMENSION + 1) for d in distances))
-    cut = max(DENSE_MIN, need)
+        words = query_words(np, query)
+        distances = [v.hamming(words) for v in shards]
+        histogram = sum(distance_histogram(np, d) for d in distances)
+    cut = first_cut(need)
     while True:
-        wanted = max(SHORTLIST, cut * MAX_CHUNKS * OVERSAMPLE)
-        if distances is None or wanted >= total:
-            every = [v.scores(query) for v in shards]
-            whole = True
-        else:
-            # the smallest distance within which lie at least `wanted` vectors of all shards
-            limit = int(np.searchsorted(counts, wanted))
-            every = [v.scores_of(np.flatnonzero(d <= limit), query)
-                     for v, d in zip(shards, distances, strict=True)]
-            whole = False
-        tops = [top_events(np, events, scores, cut) for events, scores in every]
-        merged = np.concatenate([t[1] for t in tops])
-        threshold = (np.partition(merged, len(merged) - cut)[len(merged) - cut]
-                     if len(merged) > cut else -np.inf)
+        limit = shortlist_limit(np, total, histogram, cut)
+        tops = [shard_tops(np, v, query, limit, cut, d)
+                for v, d in zip(shards, distances, strict=True)]
+        threshold = cut_threshold(np, np.concatenate([t[1] for t in tops]), cut)
         found: list[Candidate] = []
         for conn, (events, scores, _) in zip(conns, tops, strict=True):
             keep = scores >= threshold
-            if not keep.any():
-                continue
-            score = dict(zip(events[keep].tolist(), scores[keep].tolist(), strict=True))
-            rows = conn.execute(f"SELECT {_COLUMNS} FROM events e{_JOINS}"
-                                f" WHERE e.id IN (SELECT value FROM json_each(?)) AND {where}",
-                                [dumps(list(score)), *params])
-            for r in rows:
-                c = _candidate(r, 0)
-                c["dense"] = score[int(r[0])]
-                found.append(c)
-        if len(found) >= need or (whole and threshold == -np.inf and all(t[2] for t in tops)):
-            found.sort(key=_dense_key)
-            return found[:need]
+            if keep.any():
+                found.extend(join_events(conn, events[keep], scores[keep], plan))
+        done = enough(found, need, limit is None and threshold == -np.inf
+                      and all(t[2] for t in tops))
+        if done is not None:
+            return done
         cut *= GROW
+
+
+def first_cut(need: int) -> int:
+    return max(DENSE_MIN, need)
+
+
+def enough(found: list[Candidate], need: int, exhausted: bool) -> list[Candidate] | None:
+    """The best `need` of `found`, once they are enough or every vector was looked at; None:
+    grow the cut."""
+    if len(found) >= need or exhausted:
+        found.sort(key=_dense_key)
+        return found[:need]
+    return None
 
 
 def _dense_key(c: Mapping[str, Any]) -> tuple[Any, ...]:
@@ -251,6 +306,27 @@ def _fused_key(c: Mapping[str, Any]) -> tuple[Any, ...]:
     return (-c["fused"], *event_key(c), c["sessionId"])
 
 
+def query_vector(text: str) -> list[int]:
+    """The query's int8 vector (the embedded query, quantized), as the scan reads it. (Not
+    divided by its norm: that would leave integers; a constant factor ranks the same.)"""
+    np = _numpy()
+    unit = load_embedder().embed_query(text)
+    return [int(x) for x in np.frombuffer(quantize(np, unit), np.int8)]
+
+
+def as_query(values: Sequence[int]) -> Any:
+    """An int8 query vector as the float32 array the scan multiplies by."""
+    np = _numpy()
+    if len(values) != DIMENSION:
+        raise query_error(INVALID_QUERY, f"a query vector has {DIMENSION} components")
+    return np.asarray(values, np.int8).astype(np.float32)
+
+
+def fuse_depth(fetch: int) -> int:
+    """Events each ranking contributes to a fusion for a request of `fetch` rows."""
+    return max(FUSE_DEPTH, 4 * fetch)
+
+
 def dense_search(conns: Sequence[Conn], keys: Sequence[tuple[str, str]], cache: VectorCache,
                  plan: Mapping[str, Any], mode: str,
                  lexical: Callable[[int], list[Candidate]]) -> list[Candidate]:
@@ -259,27 +335,29 @@ def dense_search(conns: Sequence[Conn], keys: Sequence[tuple[str, str]], cache: 
     `lexical(n)` is the lexical ranking's top n (as a lexical request of this plan would rank
     them); hybrid fuses it with the dense top events."""
     fetch = int(plan["fetch"])
-    scope: Scope = plan["scope"]
-    np = _numpy()
-    unit = load_embedder().embed_query(str(plan["query"]))
-    query = np.frombuffer(quantize(np, unit), np.int8).astype(np.float32)
-    # (not divided by its norm: that would leave integers; a constant factor ranks the same)
-    depth = max(FUSE_DEPTH, 4 * fetch)
+    query = as_query(query_vector(str(plan["query"])))
+    depth = fuse_depth(fetch)
     dense = _dense_top(conns, keys, cache, query, plan, depth)
+    return fuse(dense, lexical(depth) if mode == "hybrid" else None, plan["scope"], fetch)
+
+
+def fuse(dense: list[Candidate], lexical: list[Candidate] | None, scope: Scope,
+         fetch: int) -> list[Candidate]:
+    """The ranking's first `fetch` rows: the dense ranking alone (`lexical` None: semantic
+    mode) or fused with the lexical one (hybrid) by reciprocal rank."""
     fused: dict[tuple[str, int], Candidate] = {}
     for rank_, c in enumerate(dense, 1):
-        c["fused"] = 1.0 / (RRF_K + rank_) if mode == "hybrid" else c["dense"]
+        c["fused"] = 1.0 / (RRF_K + rank_) if lexical is not None else c["dense"]
         fused[(c["sessionId"], c["seq"])] = c
-    if mode == "hybrid":
-        for rank_, c in enumerate(lexical(depth), 1):
-            at = (c["sessionId"], c["seq"])
-            found = fused.get(at)
-            if found is None:
-                c["fused"] = 1.0 / (RRF_K + rank_)
-                fused[at] = c
-            else:
-                found["fused"] += 1.0 / (RRF_K + rank_)
-                found["matches"] = c["matches"]
+    for rank_, c in enumerate(lexical or (), 1):
+        at = (c["sessionId"], c["seq"])
+        found = fused.get(at)
+        if found is None:
+            c["fused"] = 1.0 / (RRF_K + rank_)
+            fused[at] = c
+        else:
+            found["fused"] += 1.0 / (RRF_K + rank_)
+            found["matches"] = c["matches"]
     ranked = sorted(fused.values(), key=_fused_key)
     if scope == "sessions":
         seen: set[str] = set()

@@ -12,9 +12,10 @@ import hashlib
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from indexer import dense
 from indexer.config import IndexConfig
 from indexer.cursor import decode_cursor, encode_cursor, require_generation
-from indexer.dense import DENSE_MODES, not_scattered
+from indexer.dense import DENSE_MODES, VectorCache
 from indexer.errors import INVALID_QUERY, query_error, substring_missing
 from indexer.filters import check_budgets, compile_clauses, validate_filters
 from indexer.lineage import trace_lineage
@@ -28,7 +29,9 @@ from indexer.listing import (
     sort_listing,
 )
 from indexer.ranking import Candidate, merge_page
-from indexer.search import search_shard
+from indexer.routing import shard_of
+from indexer.search import attach_headers, drop_page_data, make_snippets, search_shard
+from indexer.semantic import OFF, require_extra
 from indexer.service import prepare_request
 from indexer.shard import Shard
 from projections.codec import loads
@@ -60,6 +63,64 @@ def answer_shard_search(shard: Shard, plan: Mapping[str, Any]) -> dict[str, Any]
         finally:
             conn.execute("COMMIT")
     return {"generation": f"{meta.epoch}:{meta.generation}", "candidates": candidates}
+
+
+#: The shard operations of a search by meaning across owners (`answer_shard_dense`).
+DENSE_OPS = ("shard.dense_counts", "shard.dense_top", "shard.dense_page")
+#: Searches by meaning asked again from the start when a shard changed between their rounds.
+DENSE_ATTEMPTS = 3
+
+
+def answer_shard_dense(shard: Shard, cache: VectorCache, op: str,
+                       args: Mapping[str, Any]) -> dict[str, Any]:
+    """Owner side of a semantic or hybrid search across sessions (the coordinator's rounds in
+    `Coordinator._dense_rows`), each read in one transaction with the shard's generation.
+
+    `shard.dense_counts`: the shard's vector count and how many of its vectors lie at each
+    sign-bit (Hamming) distance from the query (what the shortlist's global cut-off needs),
+    and, for hybrid, its lexical candidates of `args.lexical` (a plan). `shard.dense_top`:
+    the shard's `top_events` for the cut `args.cut` within distance `args.limit`, the scores of
+    those at or above its own `cut`-th best (every score the global `cut`-th best can be, since
+    it is never below a shard's) and, of those, the events that pass the filters, with their
+    scores. `shard.dense_page`: snippets and listing rows of the page's rows on this shard."""
+    np = dense._numpy()
+    with shard.reader() as conn:
+        conn.execute("BEGIN")
+        try:
+            meta = shard.meta(conn)
+            generation = f"{meta.epoch}:{meta.generation}"
+            if op == "shard.dense_page":
+                rows = [dict(c) for c in args["rows"][shard.index]]
+                plan = args["plan"]
+                make_snippets([(conn, shard.epoch, rows)], plan)
+                attach_headers(conn, rows)
+                drop_page_data(rows)
+                return {"generation": generation, "candidates": rows}
+            if shard.semantic == OFF:
+                raise dense.unavailable()
+            vectors = cache.shard((str(shard.path), shard.epoch), conn)
+            query = dense.as_query(args["vector"])
+            if op == "shard.dense_counts":
+                histogram = dense.distance_histogram(
+                    np, vectors.hamming(dense.query_words(np, query)))
+                lexical: list[Candidate] = []
+                if args.get("lexical") is not None:
+                    lexical = search_shard(conn, shard.epoch, dict(args["lexical"]))
+                    drop_page_data(lexical)
+                return {"generation": generation, "count": len(vectors.events),
+                        "histogram": [int(n) for n in histogram], "lexical": lexical}
+            if op != "shard.dense_top":
+                raise query_error(INVALID_QUERY, f"unknown shard operation {op!r}")
+            cut = int(args["cut"])
+            limit = None if args.get("limit") is None else int(args["limit"])
+            events, scores, complete = dense.shard_tops(np, vectors, query, limit, cut)
+            keep = scores >= dense.cut_threshold(np, scores, cut)
+            candidates = (dense.join_events(conn, events[keep], scores[keep], args["plan"])
+                          if keep.any() else [])
+            return {"generation": generation, "size": len(scores), "complete": bool(complete),
+                    "scores": scores[keep].tolist(), "candidates": candidates}
+        finally:
+            conn.execute("COMMIT")
 
 
 def answer_shard_listing(shard: Shard, filters: Any, live_since: int,
@@ -97,7 +158,8 @@ class Coordinator:
     def __init__(self, config: IndexConfig, key: bytes, *,
                  scatter: ScatterOp | None = None) -> None:
         """`scatter(op, args)` asks every shard owner `answer_shard_op` questions (summary
-        titles cross shards); without it, sessions take no title from summaries."""
+        titles cross shards) and `answer_shard_dense` ones (searches by meaning); without it,
+        sessions take no title from summaries and a search by meaning is not served."""
         self.config = config
         self.key = key
         self.instance = cursor_instance(key)
@@ -124,7 +186,9 @@ class Coordinator:
     def search_sessions(self, request: Any, *, now_ms: int, scatter: Scatter) -> dict[str, Any]:
         req = prepare_request(request, "sessions", self.config)
         if req["mode"] in DENSE_MODES:
-            raise not_scattered()  # (each owner would rank its own shard lexically instead)
+            require_extra()  # (the coordinator embeds the query, once for every owner)
+            if self.scatter is None:
+                raise dense.not_scattered()
         if req["consistency"] == "snapshot":
             raise query_error(INVALID_QUERY, "snapshot paging is served by the embedded runtime",
                               hint="use consistency: strict over Kafka")
@@ -139,17 +203,26 @@ class Coordinator:
                 "liveSince": now_ms - self.config.live_window_ms, "index": req["index"],
                 "mode": req["mode"], "snippetChars": self.config.snippet_chars,
                 "fetch": offset + req["limit"] + 1}
-        answers = scatter(plan)
-        generation = ",".join(str(a["generation"]) for a in answers)
-        if state is not None:
-            require_generation(state, generation)
-        rows: list[Candidate] = merge_page([list(a["candidates"]) for a in answers], "sessions",
-                                           offset, req["limit"])
+        rows: list[Candidate]
+        if req["mode"] in DENSE_MODES:
+            rows, generation = self._dense_rows(plan, req["mode"], state)
+            rows = rows[offset:]
+            shards = len(generation.split(","))
+        else:
+            answers = scatter(plan)
+            generation = ",".join(str(a["generation"]) for a in answers)
+            if state is not None:
+                require_generation(state, generation)
+            rows = merge_page([list(a["candidates"]) for a in answers], "sessions", offset,
+                              req["limit"])
+            shards = len(answers)
         page = rows[:req["limit"]]
+        if req["mode"] in DENSE_MODES:
+            page = self._dense_page(plan, page, generation)
         items = [{**record, "bestMatch": {"sessionId": c["sessionId"], "seq": c["seq"],
                                           "type": c["type"], "time": c["time"],
                                           "surface": c["surface"], "snippet": c["snippet"]}}
-                 for c, record in zip(page, self.describe_rows(page, len(answers), now_ms),
+                 for c, record in zip(page, self.describe_rows(page, shards, now_ms),
                                       strict=True)]
         result: dict[str, Any] = {"items": items}
         if len(rows) > req["limit"]:
@@ -157,6 +230,73 @@ class Coordinator:
                 self.key, instance=self.instance, scope="sessions", fingerprint=req["fingerprint"],
                 generation=generation, offset=offset + req["limit"], snapshot=None)
         return result
+
+    def _dense_rows(self, plan: Mapping[str, Any], mode: str,
+                    state: Any) -> tuple[list[Candidate], str]:
+        """The first `plan.fetch` rows of a semantic or hybrid ranking over the shard owners,
+        exactly as `dense.dense_search` ranks them in one process, and the generation read.
+
+        Round 1 (`shard.dense_counts`): every owner's vector count and Hamming histogram, so
+        the shortlist's cut-off is set over all shards together as the embedded runtime sets
+        it (and hybrid's lexical candidates). Round 2 (`shard.dense_top`, again with a larger
+        cut while the filters leave too few): each owner's top scores and its filtered events
+        above its own cut; the global threshold and the best events follow as in
+        `dense._dense_top`. A shard whose generation changed between the rounds has the search
+        asked again (at most DENSE_ATTEMPTS times; the last answer stands, with the generation
+        of its last round, so a cursor from it is stale once anything changed)."""
+        scatter = self.scatter
+        assert scatter is not None
+        np = dense._numpy()
+        vector = dense.query_vector(str(plan["query"]))
+        fetch = int(plan["fetch"])
+        depth = dense.fuse_depth(fetch)
+        lexical_plan = {**plan, "fetch": depth} if mode == "hybrid" else None
+        for attempt in range(DENSE_ATTEMPTS):
+            last = attempt == DENSE_ATTEMPTS - 1
+            counts = scatter("shard.dense_counts", {"vector": vector, "lexical": lexical_plan})
+            generations = [str(a["generation"]) for a in counts]
+            if state is not None:
+                require_generation(state, ",".join(generations))
+            total = sum(int(a["count"]) for a in counts)
+            histogram = np.sum([np.asarray(a["histogram"], np.int64) for a in counts], axis=0)
+            cut = dense.first_cut(depth)
+            while True:
+                limit = dense.shortlist_limit(np, total, histogram, cut)
+                tops = scatter("shard.dense_top", {"vector": vector, "plan": plan, "cut": cut,
+                                                   "limit": limit})
+                latest = [str(a["generation"]) for a in tops]
+                if latest != generations and not last:
+                    break  # (asked again from round 1)
+                size = sum(int(a["size"]) for a in tops)
+                sent = np.asarray([x for a in tops for x in a["scores"]], np.float64)
+                # the `cut`-th best of all shards' top scores: every score that can be it was
+                # sent (at least `cut` of them whenever there are more than `cut` in all)
+                threshold = dense.cut_threshold(np, sent, cut, size)
+                found = [dict(c) for a in tops for c in a["candidates"]
+                         if float(c["dense"]) >= threshold]
+                done = dense.enough(found, depth, limit is None and threshold == -np.inf
+                                    and all(bool(a["complete"]) for a in tops))
+                if done is not None:
+                    lexical = (merge_page([list(a["lexical"]) for a in counts], "sessions", 0,
+                                          depth)[:depth] if mode == "hybrid" else None)
+                    return dense.fuse(done, lexical, "sessions", fetch), ",".join(latest)
+                cut *= dense.GROW
+        raise AssertionError("the last attempt always answers")
+
+    def _dense_page(self, plan: Mapping[str, Any], page: list[Candidate],
+                    generation: str) -> list[Candidate]:
+        """The page's rows with their snippets and listing rows, made by their shards' owners
+        (`shard.dense_page`), in page order."""
+        scatter = self.scatter
+        assert scatter is not None
+        shards = len(generation.split(","))
+        rows: list[list[Candidate]] = [[] for _ in range(shards)]
+        for c in page:
+            rows[shard_of(str(c["sessionId"]), shards)].append(c)
+        answers = scatter("shard.dense_page", {"plan": plan, "rows": rows})
+        made = {(str(c["sessionId"]), int(c["seq"])): c for a in answers
+                for c in a["candidates"]}
+        return [made[(str(c["sessionId"]), int(c["seq"]))] for c in page]
 
     def listing(self, answers: Sequence[Sequence[Mapping[str, Any]]],
                 now_ms: int) -> list[dict[str, Any]]:

@@ -310,7 +310,9 @@ class QueryService(SessionReads):
             lex = {**plan, "fetch": n}
             found = self._search([conns[s.index] for s in shards], [s.epoch for s in shards],
                                  lex)
-            return merge_page(found, plan["scope"], 0, n)
+            # (exactly n: merge_page keeps one more row than a page, which the one list
+            # of a bounded search does not have; the scatter's lexical half is cut alike)
+            return merge_page(found, plan["scope"], 0, n)[:n]
 
         return dense.dense_search([conns[s.index] for s in shards],
                                   [(str(s.path), s.epoch) for s in shards], self.vectors,

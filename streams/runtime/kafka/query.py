@@ -20,7 +20,9 @@ from indexer.errors import SUBSTRING_INDEX_MISSING, substring_missing
 from indexer.listing import checked_limit, select_listing
 from indexer.routing import shard_of
 from indexer.scatter import (
+    DENSE_OPS,
     Coordinator,
+    answer_shard_dense,
     answer_shard_headers,
     answer_shard_listing,
     answer_shard_op,
@@ -65,6 +67,8 @@ def answer_shard_request(shards: ShardSet, query: QueryService, op: str,
     shard = shards.shards[int(args["shard"])]
     if op == "shard.search":
         return answer_shard_search(shard, args["plan"])
+    if op in DENSE_OPS:  # a search by meaning across sessions (its rounds: indexer.scatter)
+        return answer_shard_dense(shard, query.vectors, op, args)
     if op == "shard.listing":
         return answer_shard_listing(shard, args.get("filters"), int(args["liveSince"]),
                                     checked_limit(args.get("limit")))
