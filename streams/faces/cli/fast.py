@@ -136,8 +136,8 @@ def _search(command: Command, reader: Any) -> tuple[Any, list[list[tuple[str, st
 
 def _columns(rows: list[tuple[str, ...]]) -> list[str]:
     """streams/faces/cli/common.py's print_columns, for cells of one-cell characters."""
-    line = "  ".join(f"{{:<{max(map(len, column))}}}" for column in zip(*rows, strict=True))
-    return [line.format(*row).rstrip() for row in rows]
+    line = "  ".join(f"%-{max(map(len, column))}s" for column in zip(*rows, strict=True))
+    return [(line % row).rstrip() for row in rows]
 
 
 def _sessions(command: Command, reader: Any) -> tuple[Any, list[str] | None]:
