@@ -142,6 +142,35 @@ def test_a_changed_shard_makes_a_semantic_cursor_stale(make_index: Index) -> Non
     assert info.value.code == "SESSION_QUERY_STALE_CURSOR"
 
 
+def test_a_shard_changed_between_the_rounds_has_the_search_asked_again(
+        make_index: Index) -> None:
+    shards, service = make_index(shards=2, semantic=ON)
+    shards.write_batch(records(), {})
+    coordinator, _ = coordinator_over(shards)
+    owners = coordinator.scatter
+    assert owners is not None
+    asked: list[str] = []
+
+    def ask(op: str, args: dict[str, Any]) -> list[Any]:
+        answers = owners(op, args)
+        asked.append(op)
+        if asked.count("shard.dense_counts") == 1 and op == "shard.dense_counts":
+            # a write lands after round 1 read the shards and before round 2 does
+            shards.write_batch(texts_session("dsh:late", [f"a flaky login test {n}"
+                                                          for n in range(3)], created=5000), {})
+        return answers
+
+    coordinator.scatter = ask
+    request = {"query": "flaky login test", "mode": "hybrid", "limit": 3}
+    remote = coordinator.search_sessions(
+        request, now_ms=NOW,
+        scatter=lambda plan: [wire(answer_shard_search(s, wire(plan))) for s in shards])
+    local = service.search_sessions(request, now_ms=NOW)
+    assert asked.count("shard.dense_counts") == 2
+    assert dumps(remote["items"]) == dumps(local["items"])
+    assert "dsh:late" in {i["bestMatch"]["sessionId"] for i in local["items"]}
+
+
 def test_an_owner_without_vectors_answers_semantic_unavailable(make_index: Index) -> None:
     shards, _ = make_index(shards=2)
     shards.write_batch(records(), {})
