@@ -634,6 +634,37 @@ static inline int reader_next(Reader *r) {
   return 1;
 }
 
+/* The rowid stored whole at mark m. */
+static inline sqlite3_int64 mark_rowid(const Doclist *d, int m) {
+  sqlite3_uint64 value;
+  doclist_varint(d->buf + d->marks[m], &value);
+  return (sqlite3_int64)value;
+}
+
+/* Advance to the first entry at or past `target` (1, 0 at the end, -1 as reader_next). Each
+ * leaf page's first rowid is stored whole (a mark), so a target pages ahead — a phrase of a
+ * rare and a common token — is reached by a binary search over the marks, not entry by entry
+ * (what FTS5's doclist index does). */
+static int reader_seek(Reader *r, sqlite3_int64 target) {
+  const Doclist *d = r->d;
+  int k = 1;
+  if (r->rowid >= target && r->pos > 0) return 1;
+  if (r->mark < d->nmarks && mark_rowid(d, r->mark) <= target) {
+    int lo = r->mark, hi = d->nmarks - 1; /* the last mark at or before target */
+    while (lo < hi) {
+      int mid = lo + (hi - lo + 1) / 2;
+      if (mark_rowid(d, mid) <= target) lo = mid;
+      else hi = mid - 1;
+    }
+    r->mark = lo;
+    r->pos = d->marks[lo];
+    r->next_mark = d->marks[lo];
+  }
+  while ((r->rowid < target || r->pos == 0) && (k = reader_next(r)) > 0) {
+  }
+  return k;
+}
+
 /* The positions of column 0 in a position list into out (at most max): how many, or -1. */
 static int scan_positions(const unsigned char *p, int n, int *out, int max) {
   const unsigned char *end = p + n;
@@ -805,8 +836,7 @@ static void recall_scan(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
         }
         if (t < ntok) break; /* one token has no more rows */
         for (t = 0; t < ntok && k > 0; t++) {
-          while (r[t].rowid < target && (k = reader_next(&r[t])) > 0) {
-          }
+          if (r[t].rowid < target) k = reader_seek(&r[t], target);
           if (k > 0 && r[t].rowid != target) same = 0;
         }
         if (k < 0) bad = 1;
