@@ -289,6 +289,8 @@ class Coordinator:
         (`shard.dense_page`), in page order."""
         scatter = self.scatter
         assert scatter is not None
+        if not page:
+            return page
         shards = len(generation.split(","))
         rows: list[list[Candidate]] = [[] for _ in range(shards)]
         for c in page:
