@@ -76,6 +76,7 @@ REQUESTS = [
     {"query": "database schema change", "limit": 4,
      "sessionFilters": [{"kind": "agent", "values": ["codex"]}]},
     {"query": "flaky login test", "limit": 2, "eventFilters": [{"kind": "seq", "from": 1, "to": 1}]},
+    {"query": "the tests", "sessionFilters": [{"kind": "agent", "values": ["nobody"]}]},
 ]
 
 
