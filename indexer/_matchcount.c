@@ -778,6 +778,9 @@ static void recall_scan(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     sqlite3_result_error(ctx, "recall_scan: k out of range", -1);
     return;
   }
+  /* A connection inside a write transaction may hold FTS5 rows not yet flushed to a segment
+   * (readers never do): recall_top sees those, so it answers. */
+  if (sqlite3_txn_state(db, "main") == SQLITE_TXN_WRITE) return;
   rc = scan_segment(db, &segid, &first, &last);
   if (rc == SQLITE_DONE) return;
   if (rc != SQLITE_OK) {

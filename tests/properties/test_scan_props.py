@@ -107,3 +107,14 @@ def test_python_registration_leaves_the_answer_to_recall_top() -> None:
 def test_query_tokens_are_the_tables_tokens() -> None:
     assert query_tokens('Café "x-y" NEEDLE') == ("cafe", "x", "y", "needle")
     assert query_tokens("--") == ()
+
+
+@compiled_only
+def test_scan_inside_a_write_transaction_leaves_the_answer_to_recall_top() -> None:
+    """Rows written in the open transaction may not be in a segment yet: recall_top sees them."""
+    conn = _table([(64, "a b"), (128, "a")], page_size=4050)
+    assert _scan(conn, "a", 5) == _top(conn, "a", 5)
+    with conn:
+        conn.execute("INSERT INTO events_fts(rowid, text) VALUES (192, 'a a')")
+        assert _scan(conn, "a", 5) is None
+        assert len(_top(conn, "a", 5)) == 3 * 16
