@@ -517,7 +517,9 @@ def _no_idle_timer(stream: Any) -> None:
     wait_for_stopped = stream.wait_for_stopped
 
     async def wait_for_record_first(*events: Any, timeout: Any = None) -> Any:
-        if timeout is None or arrived.is_set():
+        if timeout is None:
+            return await wait_for_stopped(*events)  # not take_events' batch wait
+        if arrived.is_set():
             arrived.clear()
             stopped = await wait_for_stopped(*events, timeout=timeout)
             arrived.clear()  # set again only by a record that comes while this batch is folded
