@@ -269,6 +269,8 @@ class ShardSet:
         begun: list[Shard] = []
         changed_any = False
         try:
+            if self.read_only:
+                raise query_error(INDEX_FAILED, f"{self.root} is open for reading only")
             # the model runs before any shard's transaction opens (none is locked meanwhile)
             embed_ahead((self._writers[k], records) for k, records in by_shard.items())
             for shard in self.shards:
