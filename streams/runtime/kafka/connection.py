@@ -27,11 +27,8 @@ from streams.runtime.kafka.brokers import bootstrap_servers
 
 #: A bootstrap string (plaintext) or the keyword arguments `client_options` builds.
 Connect = str | Mapping[str, Any]
-#: How often an idle long-lived consumer's loops turn: aiokafka's background fetch routine
-#: (`consumer_timeout_ms`, 200 ms by default) and a role's getmany loop. Both wake at once on
-#: data, an assignment change or a seek; a turn with nothing to do only looks whether to stop,
-#: and at 200 ms the turns of a worker's consumers were most of its idle CPU.
-IDLE_TURN_MS = 1000
+#: How often an idle long-lived consumer's loops turn (kept beside the seam's other waits).
+IDLE_TURN_MS = seam.IDLE_TURN_MS
 
 _TLS = ("SSL", "SASL_SSL")
 _TLS_FILES = {"cafile": "RECALL_KAFKA_SSL_CAFILE", "certfile": "RECALL_KAFKA_SSL_CERTFILE",

@@ -39,7 +39,7 @@ Contract, once `install()` ran in the process (the worker's roles, `build_app`, 
    [faust: `Consumer.perform_seek` (patched), private `Consumer._committed_offset`]
 6. faust's worker consumer long-polls `FOLD_FETCH_WAIT_MS`, not its hard-coded 1500 ms
    (tansu does not wake a long poll when data arrives, so each fold hop would wait it out),
-   and its fetch routine turns every `connection.IDLE_TURN_MS` when idle, not every 200 ms.
+   and its fetch routine turns every `IDLE_TURN_MS` when idle, not every 200 ms.
    [faust: `AIOKafkaConsumerThread._create_worker_consumer`; aiokafka private
    `AIOKafkaConsumer._fetch_max_wait_ms`, `AIOKafkaConsumer._consumer_timeout`]
 7. faust's table manager starts without its hard-coded one-second sleep "to give agents a
@@ -118,6 +118,11 @@ IDLE_RAMP = 10
 #: after IDLE_RAMP × as long idle.
 LONG_POLL_MS = 2000
 _long_poll_ms = 0
+#: How often an idle long-lived consumer's loops turn: aiokafka's background fetch routine
+#: (`consumer_timeout_ms`, 200 ms by default) and a role's getmany loop. Both wake at once on
+#: data, an assignment change or a seek; a turn with nothing to do only looks whether to stop,
+#: and at 200 ms the turns of a worker's consumers were most of its idle CPU.
+IDLE_TURN_MS = 1000
 #: faust's worker consumer long poll (tansu answers after it, whatever arrives meanwhile).
 FOLD_FETCH_WAIT_MS = 200
 #: A fold batch is folded once no record came for this long (or it is full, or `within` passed):
@@ -275,8 +280,6 @@ async def _tables_start_at_once(self: Any) -> None:
 # --- 6. faust's long poll ------------------------------------------------------------------
 
 def _worker_consumer(self: Any, transport: Any) -> Any:
-    from streams.runtime.kafka.connection import IDLE_TURN_MS
-
     consumer = _faust_worker_consumer(self, transport)
     consumer._fetch_max_wait_ms = FOLD_FETCH_WAIT_MS
     # aiokafka's `consumer_timeout_ms`, which faust does not pass (its fetch routine's turn)
