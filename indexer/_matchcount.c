@@ -896,6 +896,52 @@ cleanup:
   }
 }
 
+/* recall_scan_pages(token, ...): how many leaf pages the largest of the tokens' doclists
+ * spans in events_fts's one segment (from the term index alone: where the term's page is and
+ * where the next indexed term starts), NULL where recall_scan would be NULL. A cheap guess at
+ * what a floor pass will cost, before running it. */
+static void recall_scan_pages(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
+  sqlite3 *db = sqlite3_context_db_handle(ctx);
+  sqlite3_stmt *at = 0, *after = 0;
+  unsigned char key[SCAN_MAX_TERM + 1];
+  int segid = 0, first = 0, last = 0, rc, t;
+  sqlite3_int64 most = 0;
+  if (argc < 1 || sqlite3_txn_state(db, "main") == SQLITE_TXN_WRITE) return;
+  rc = scan_segment(db, &segid, &first, &last);
+  if (rc == SQLITE_DONE) return;
+  if (rc == SQLITE_OK)
+    rc = sqlite3_prepare_v2(db, "SELECT pgno FROM events_fts_idx WHERE segid = ?1 AND term <= ?2"
+                            " ORDER BY term DESC LIMIT 1", -1, &at, 0);
+  if (rc == SQLITE_OK)
+    rc = sqlite3_prepare_v2(db, "SELECT pgno FROM events_fts_idx WHERE segid = ?1 AND term > ?2"
+                            " ORDER BY term ASC LIMIT 1", -1, &after, 0);
+  for (t = 0; t < argc && rc == SQLITE_OK; t++) {
+    const unsigned char *token = sqlite3_value_text(argv[t]);
+    int ntoken = sqlite3_value_bytes(argv[t]);
+    sqlite3_int64 from = first, to = (sqlite3_int64)last + 1;
+    if (token == 0 || ntoken < 1 || ntoken >= SCAN_MAX_TERM) {
+      rc = SQLITE_DONE;
+      break;
+    }
+    key[0] = '0';
+    memcpy(key + 1, token, (size_t)ntoken);
+    sqlite3_bind_int(at, 1, segid);
+    sqlite3_bind_blob(at, 2, key, ntoken + 1, SQLITE_STATIC);
+    if (sqlite3_step(at) == SQLITE_ROW) from = sqlite3_column_int64(at, 0) >> 1;
+    rc = sqlite3_reset(at);
+    sqlite3_bind_int(after, 1, segid);
+    sqlite3_bind_blob(after, 2, key, ntoken + 1, SQLITE_STATIC);
+    if (rc == SQLITE_OK && sqlite3_step(after) == SQLITE_ROW)
+      to = sqlite3_column_int64(after, 0) >> 1;
+    if (rc == SQLITE_OK) rc = sqlite3_reset(after);
+    if (to - from > most) most = to - from;
+  }
+  sqlite3_finalize(at);
+  sqlite3_finalize(after);
+  if (rc == SQLITE_OK) sqlite3_result_int64(ctx, most);
+  else if (rc != SQLITE_DONE) sqlite3_result_error_code(ctx, rc);
+}
+
 #ifdef _WIN32
 __declspec(dllexport)
 #endif
@@ -918,6 +964,9 @@ int sqlite3_matchcount_v3_init(sqlite3 *db, char **error, const sqlite3_api_rout
   rc = fts->xCreateFunction(fts, "recall_top", 0, recall_top, 0);
   if (rc != SQLITE_OK) return rc;
   rc = sqlite3_create_function_v2(db, "recall_scan", -1, SQLITE_UTF8, 0, recall_scan, 0, 0, 0);
+  if (rc != SQLITE_OK) return rc;
+  rc = sqlite3_create_function_v2(db, "recall_scan_pages", -1, SQLITE_UTF8, 0, recall_scan_pages,
+                                  0, 0, 0);
   if (rc != SQLITE_OK) return rc;
   slot = (Slot *)sqlite3_malloc(sizeof(Slot));
   if (slot == 0) return SQLITE_NOMEM;

@@ -143,8 +143,9 @@ def query_tokens(query: str) -> tuple[str, ...]:
 
 
 def python_scan(*_: object) -> None:
-    """`recall_scan(k, token, ...)` without the compiled reader: NULL, which tells the caller
-    to ask `recall_top` (the compiled one reads the table's segment itself; indexer/_matchcount.c)."""
+    """`recall_scan(k, token, ...)` and `recall_scan_pages(token, ...)` without the compiled
+    reader: NULL, which tells the caller to ask `recall_top` (the compiled one reads the table's
+    segment itself; indexer/_matchcount.c)."""
     return None
 
 
@@ -184,6 +185,7 @@ def register(conn: apsw.Connection, *, compiled: bool = True) -> str:
     conn.register_fts5_function(FUNCTION, python_matches)  # type: ignore[arg-type]
     conn.register_fts5_function(TOP_FUNCTION, python_top)  # type: ignore[arg-type]
     conn.create_scalar_function(SCAN_FUNCTION, python_scan, -1)
+    conn.create_scalar_function(SCAN_FUNCTION + "_pages", python_scan, -1)
     slot = PythonFloor()
     conn.register_fts5_function(FLOOR_FUNCTION, slot.floor)  # type: ignore[arg-type]
     conn.create_scalar_function(FLOOR_FUNCTION + "_take", slot.take, 2)  # type: ignore[arg-type]

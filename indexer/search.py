@@ -154,6 +154,22 @@ def floor_pass(conn: Conn, phrase: str, size: int, *, walk: bool = False,
     return Floor(rows, len(rows) < size)
 
 
+#: A floor pass over a doclist this many leaf pages long costs more than handing the shards to
+#: threads does (search lanes, service.py); `recall_scan_pages` tells before the pass.
+MANY_PAGES = 32
+_SCAN_PAGES = tuple(f"SELECT recall_scan_pages({', '.join('?' * n)})"
+                    for n in range(MAX_SCAN_TOKENS + 1))
+
+
+def many_pages(conn: Conn, tokens: Sequence[str]) -> bool:
+    """Whether the phrase's largest doclist spans MANY_PAGES leaf pages or more on this shard
+    (False where `recall_scan` cannot read it): a floor pass worth threads from the start."""
+    if not 0 < len(tokens) <= MAX_SCAN_TOKENS:
+        return False
+    pages = conn.execute(_SCAN_PAGES[len(tokens)], tuple(tokens)).fetchone()[0]
+    return pages is not None and int(pages) >= MANY_PAGES
+
+
 def floor_size(plan: Mapping[str, Any]) -> int:
     """Rows a floor pass keeps: a few pages' worth, more when filters will reject some (the
     pass costs about the same whatever it keeps; only the rows joined cost more)."""

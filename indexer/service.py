@@ -326,9 +326,12 @@ class QueryService(SessionReads):
             phrase = fts_phrase(plan["query"])
             tokens = query_tokens(plan["query"])
             size = floor_size(plan)
+            # A phrase with a long doclist on the first shard has long ones on all: the
+            # shards go to the lanes at once instead of timing the first one alone.
+            heavy = len(conns) > 1 and searching.many_pages(conns[0], tokens)
             for _ in range(2):
                 floors = self._scatter([(c,) for c in conns],
-                                       _FloorPasses(phrase, size, tokens))
+                                       _FloorPasses(phrase, size, tokens), parallel=heavy)
                 found = bounded_top(conns, floors, plan)
                 if found is not None:
                     return [found]
@@ -336,11 +339,12 @@ class QueryService(SessionReads):
         return self._scatter([(c, e, plan) for c, e in zip(conns, epochs, strict=True)],
                              search_shard)
 
-    def _scatter(self, calls: list[tuple[Any, ...]],
-                 fn: Callable[..., _T]) -> list[_T]:
+    def _scatter(self, calls: list[tuple[Any, ...]], fn: Callable[..., _T], *,
+                 parallel: bool = False) -> list[_T]:
         """`fn` over each shard's connection; results (or the first error) in shard order.
 
-        The first shard runs here; if it was quick (a selective query) so are the others, and
+        The first shard runs here (unless `parallel`: the caller knows the calls are slow);
+        if it was quick (a selective query) so are the others, and
         they run here too, since handing them to threads would cost more than it saves. Else
         the rest run in SEARCH_LANES interleaved lanes: this thread takes one, a small pool the
         others (threads of their own without `keep_threads`; APSW releases the GIL while a
@@ -349,12 +353,17 @@ class QueryService(SessionReads):
         ever used by two threads at once."""
         if not calls:
             return []
-        started = time.perf_counter()
-        first = fn(*calls[0])
-        rest = calls[1:]
+        done: list[Any] = []
+        rest = calls
+        if not parallel:
+            started = time.perf_counter()
+            done.append(fn(*calls[0]))
+            rest = calls[1:]
+            if time.perf_counter() - started < PARALLEL_AFTER_S:
+                return [*done, *(fn(*call) for call in rest)]
         lanes = min(SEARCH_LANES, len(rest))
-        if lanes <= 1 or time.perf_counter() - started < PARALLEL_AFTER_S:
-            return [first, *(fn(*call) for call in rest)]
+        if lanes <= 1:
+            return [*done, *(fn(*call) for call in rest)]
         outcomes: list[Any] = [None] * len(rest)
 
         def lane(k: int) -> None:
@@ -379,7 +388,7 @@ class QueryService(SessionReads):
                 for thread in threads:
                     if thread.ident is not None:  # (one that failed to start never ran)
                         thread.join()
-        results = [first]
+        results = done
         for outcome in outcomes:
             if isinstance(outcome, BaseException):
                 raise outcome

@@ -74,6 +74,9 @@ def test_threaded_scatter_and_coordinator_equal_sequential(make_index: Any,
     sequential = everything()
     monkeypatch.setattr(indexer.service, "PARALLEL_AFTER_S", 0.0)  # always threaded
     assert everything() == sequential
+    monkeypatch.setattr(indexer.search, "MANY_PAGES", 0)  # every shard to the lanes at once
+    assert everything() == sequential
+    monkeypatch.setattr(indexer.search, "MANY_PAGES", 32)
     assert sum(len(p) for pages in sequential for p in pages) > 100
 
     coordinator = Coordinator(shards.config, shards.key)
@@ -103,6 +106,9 @@ def test_threaded_scatter_raises_the_first_shards_error(make_index: Any,
     with pytest.raises(RuntimeError, match="shard 2"):
         service._scatter(calls, fn)
     assert service._scatter(calls[:2], fn) == [[0], [1]]
+    with pytest.raises(RuntimeError, match="shard 2"):  # no shard run alone first
+        service._scatter(calls, fn, parallel=True)
+    assert service._scatter(calls[:2], fn, parallel=True) == [[0], [1]]
 
 
 @pytest.mark.parametrize("floor", [1, 2, 3, 5])

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from indexer.matchcount import compiled_path, query_tokens, register
 from indexer.schema import DDL
-from indexer.search import MAX_SCAN_TOKENS
+from indexer.search import MANY_PAGES, MAX_SCAN_TOKENS, many_pages
 from indexer.segments import decode_structure
 
 FTS_DDL = next(d for d in DDL if "VIRTUAL TABLE events_fts " in d)
@@ -118,3 +118,21 @@ def test_scan_inside_a_write_transaction_leaves_the_answer_to_recall_top() -> No
         conn.execute("INSERT INTO events_fts(rowid, text) VALUES (192, 'a a')")
         assert _scan(conn, "a", 5) is None
         assert len(_top(conn, "a", 5)) == 3 * 16
+
+
+@compiled_only
+def test_scan_pages_measure_the_largest_doclist() -> None:
+    """A common token's doclist spans many small leaf pages, a rare one's a single page; a phrase
+    counts its largest; a table of several segments or the Python functions say nothing."""
+    docs = [(64 * (i + 1), "a " * 20 + ("b" if i == 7 else "")) for i in range(200)]
+    conn = _table(docs, page_size=64)
+    pages = {q: conn.execute("SELECT recall_scan_pages(" + ", ".join("?" * len(query_tokens(q)))
+                             + ")", query_tokens(q)).fetchone()[0] for q in ("a", "b", "b a")}
+    assert pages["a"] >= MANY_PAGES > pages["b"] >= 0
+    assert pages["b a"] == pages["a"]
+    assert many_pages(conn, ("a",)) and not many_pages(conn, ("b",))
+    assert not many_pages(_table(docs, page_size=64, batches=2), ("a",))
+    python = apsw.Connection(":memory:")
+    register(python, compiled=False)
+    python.execute(FTS_DDL)
+    assert not many_pages(python, ("a",))
