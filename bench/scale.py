@@ -18,6 +18,9 @@ Metrics, suffixed with the size (`_100k`, `_1m`, `_10m`):
   issue's goal names; `embedded_events_per_s_100k`/`_1m` are `bench index`'s).
   RECALL_BENCH_SCALE_ONLY=ingest measures only these two (as the full run does) and the
   corpus's session count, and skips everything after the ingest.
+  RECALL_BENCH_SCALE_ONLY=search with RECALL_BENCH_SCALE_DATA=<data dir> measures only the
+  search figures below (the mix, rg, cold) on a data dir a run kept (RECALL_BENCH_KEEP=1, one
+  size per run): no ingest, so a change to the read path is measured in minutes.
 - `scale_index_bytes_per_text_byte_*`: every shard file after `wal_checkpoint(TRUNCATE)` ÷ the
   UTF-8 bytes of every extracted document text; `scale_index_mb_*`, `scale_text_mb_*`.
 - `scale_search_p50_ms_*`, `scale_search_p99_ms_*`, and per class (rare, mid, common)
@@ -322,6 +325,16 @@ def measure_size(name: str, events: int, giant_dir: Path, queries: list[tuple[st
     out[f"scale_corpus_sessions_{name}"] = len(files)
     if os.environ.get("RECALL_BENCH_SCALE_ONLY") == "ingest":
         ingest_figures(name, sessions, corpus.parts, out)
+        return
+    if os.environ.get("RECALL_BENCH_SCALE_ONLY") == "search":
+        kept = os.environ.get("RECALL_BENCH_SCALE_DATA", "")
+        if not kept or not (Path(kept) / "index").is_dir():
+            raise SystemExit("RECALL_BENCH_SCALE_ONLY=search reads RECALL_BENCH_SCALE_DATA: a data"
+                             f" dir this suite ingested the {name} corpus into (RECALL_BENCH_KEEP=1)")
+        with Recall.open(kept) as recall:
+            search_figures(recall, corpus.parts, queries, name, out)
+        log(f"{name}: cold search")
+        out[f"scale_search_cold_ms_{name}"] = ms(median(cold_searches(Path(kept), mix)))
         return
     log(f"{name}: text bytes of {len(files)} sessions")
     text = text_bytes(files)

@@ -92,3 +92,26 @@ def test_a_giant_only_run_reports_each_view_first_in_a_fresh_process(
     assert out["reference_prepare_ms_giant_1k"] > 0
     assert out["reference_prepare_warm_ms_giant_1k"] > 0
     assert not any(k.startswith(("scale_", "list_sessions")) for k in out)
+
+
+def test_a_search_only_run_measures_a_kept_data_dir_without_ingesting(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RECALL_BENCH_DIR", str(tmp_path / "bench"))
+    monkeypatch.setenv("RECALL_BENCH_SCALE_SIZES", "1000")
+    monkeypatch.setenv("RECALL_BENCH_GIANTS", "1")
+    monkeypatch.setenv("RECALL_BENCH_GIANT_EVENTS", "600")
+    monkeypatch.setenv("RECALL_BENCH_SCALE_PLOT", "0")
+    monkeypatch.setenv("RECALL_BENCH_SCALE_QUERIES", "6")
+    monkeypatch.setenv("RECALL_BENCH_SCALE_ONLY", "search")
+    with pytest.raises(SystemExit, match="RECALL_BENCH_SCALE_DATA"):
+        scale.run()
+    data = scale.ingest_figures("1k", 2, scale.ensure_corpus(scale.parts(2)).parts, {},
+                                keep=True)
+    monkeypatch.setenv("RECALL_BENCH_SCALE_DATA", str(data))
+    monkeypatch.setattr(scale, "child_ingest", lambda *_: pytest.fail("ingested"))
+    out = scale.run()
+    for key in ("scale_search_p50_ms_1k", "scale_search_p99_ms_common_1k",
+                "scale_search_cold_ms_1k", "scale_speedup_vs_ripgrep_1k"):
+        assert out[key] > 0, key
+    assert not any(k.startswith(("scale_ingest", "scale_index", "list_sessions", "giant_"))
+                   for k in out)
