@@ -32,7 +32,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, Protocol
 
 from projections.records import IndexRecord
 
@@ -110,6 +110,21 @@ def bulk_mode() -> Iterator[None]:
         _leave_bulk_mode()
 
 
+class Overlapped(Protocol):
+    """A write in three steps, so the writer thread can prepare the next group (run its
+    `before`s, encode it) while the previous one is still being written elsewhere (a writer
+    process: indexer/writerproc.py). One write is outstanding at a time."""
+
+    def prepare(self, records: Sequence[IndexRecord], positions: Mapping[str, int]) -> Any:
+        """The write's request, ready to send (nothing is written yet)."""
+
+    def send(self, request: Any) -> None:
+        """Start applying a prepared request; its outcome comes with `result`."""
+
+    def result(self) -> Any:
+        """Wait for the outcome of the request sent last: its value, or its error raised."""
+
+
 def merge(batches: Sequence[Batch]) -> Batch:
     """Several batches as one: records in order, each source at its furthest position."""
     records: list[IndexRecord] = []
@@ -124,12 +139,19 @@ def merge(batches: Sequence[Batch]) -> Batch:
 class WriterThread:
     """Applies submitted batches with `write(records, positions)` on its own thread."""
 
-    def __init__(self, write: Callable[[Sequence[IndexRecord], Mapping[str, int]], Any]) -> None:
+    def __init__(self, write: Callable[[Sequence[IndexRecord], Mapping[str, int]], Any], *,
+                 overlapped: Overlapped | None = None) -> None:
+        """`overlapped`: the same writes in steps (`write` must be its prepare, send and
+        result in one): a group is then prepared, its `before`s run, while the group before
+        it is still being applied, and sent once that one is answered (so a `before` may run
+        although the group before it then fails; nothing is sent after a failure)."""
         self._write = write
         self._queue: queue.Queue[Any] = queue.Queue(QUEUE_BATCHES)
         self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="recall-index-writer",
-                                        daemon=True)
+        self._overlapped = overlapped
+        self._thread = threading.Thread(
+            target=self._run if overlapped is None else self._run_overlapped,
+            name="recall-index-writer", daemon=True)
         _enter_bulk_mode()
         self._thread.start()
         self._closed = False
@@ -174,28 +196,116 @@ class WriterThread:
             if item is _FLUSH:
                 self._queue.task_done()
                 continue
-            group = [item]
-            size = len(item[0])
-            markers = 0
-            stop = False
-            deadline = time.monotonic() + GROUP_WAIT_S
-            while size < GROUP_RECORDS:
-                try:
-                    more = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
-                except queue.Empty:
-                    break
-                if more is _STOP or more is _FLUSH:
-                    markers += 1
-                    stop = more is _STOP
-                    break
-                group.append(more)
-                size += len(more[0])
+            group, markers, stop = self._collect(item)
             if self._error is None:  # after an error the rest is dropped (the caller raises)
                 self._apply(group)
             for _ in range(len(group) + markers):
                 self._queue.task_done()
             if stop:
                 return
+
+    def _collect(self, item: Any) -> tuple[list[Any], int, bool]:
+        """`item` and the batches queued after it, up to GROUP_RECORDS or GROUP_WAIT_S; the
+        number of markers taken (0 or 1) and whether it was _STOP."""
+        group = [item]
+        size = len(item[0])
+        deadline = time.monotonic() + GROUP_WAIT_S
+        while size < GROUP_RECORDS:
+            try:
+                more = self._queue.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                break
+            if more is _STOP or more is _FLUSH:
+                return group, 1, more is _STOP
+            group.append(more)
+            size += len(more[0])
+        return group, 0, False
+
+    def _run_overlapped(self) -> None:
+        """`_run` with one group in flight: while it is applied, the next is collected,
+        its `before`s run and its request prepared; it is sent once the one in flight is
+        answered. The errors are `_apply`'s: a failed group is retried batch by batch, and
+        nothing is sent after an error."""
+        remote = self._overlapped
+        assert remote is not None
+        flight: tuple[list[Batch], int] | None = None  # (its batches, its queue items)
+        while True:
+            if flight is None:
+                item = self._queue.get()
+            else:
+                try:
+                    item = self._queue.get_nowait()
+                except queue.Empty:  # nothing to prepare: take the answer meanwhile
+                    self._land(flight)
+                    flight = None
+                    continue
+            if item is _STOP or item is _FLUSH:
+                if flight is not None:
+                    self._land(flight)
+                    flight = None
+                self._queue.task_done()
+                if item is _STOP:
+                    return
+                continue
+            group, markers, stop = self._collect(item)
+            batches: list[Batch] = []
+            failed: BaseException | None = None
+            request: Any = None
+            if self._error is None:
+                for records, positions, before in group:
+                    if before is not None:
+                        try:
+                            before()
+                        except BaseException as exc:  # the batches before this one still commit
+                            failed = exc
+                            break
+                    batches.append((records, positions))
+                if batches:
+                    try:
+                        request = remote.prepare(*merge(batches))
+                    except BaseException as exc:
+                        failed, batches = failed or exc, []
+            if flight is not None:
+                self._land(flight)
+                flight = None
+            sent = False
+            if self._error is None and batches:
+                try:
+                    remote.send(request)
+                    sent = True
+                except BaseException as exc:
+                    self._error = exc
+            if failed is not None:
+                self._error = self._error or failed
+            if sent:
+                flight = (batches, len(group))
+                if failed is not None or markers:  # (an error or a drain: answered now)
+                    self._land(flight)
+                    flight = None
+            else:
+                for _ in range(len(group)):
+                    self._queue.task_done()
+            for _ in range(markers):
+                self._queue.task_done()
+            if stop:
+                return
+
+    def _land(self, flight: tuple[list[Batch], int]) -> None:
+        """Take the answer of the group in flight; if it failed, retry it batch by batch (with
+        `write`) as `_apply` does; then mark its queue items done."""
+        batches, items = flight
+        assert self._overlapped is not None
+        try:
+            try:
+                self._overlapped.result()
+            except BaseException as exc:
+                if len(batches) == 1:
+                    self._error = self._error or exc
+                else:
+                    self._retry(batches)
+        finally:
+            for _ in range(items):
+                self._queue.task_done()
 
     def _apply(self, queued: list[tuple[Sequence[IndexRecord], Mapping[str, int],
                                         Before | None]]) -> None:
@@ -217,6 +327,11 @@ class WriterThread:
             if len(group) == 1:
                 self._error = self._error or exc
                 return
+        self._retry(group)
+
+    def _retry(self, group: Sequence[Batch]) -> None:
+        """After a group failed: its batches one at a time, so those before the failing one
+        commit and the error is the failing batch's."""
         for batch in group:
             try:
                 self._write(*batch)

@@ -186,7 +186,8 @@ class ShardSet:
 
             remote = WriterProcess(self.root, self.config, self.key_dir)
         self._remote = remote is not None
-        self._pipeline = WriterThread(self.write_batch if remote is None else remote.write)
+        self._pipeline = (WriterThread(self.write_batch) if remote is None
+                          else WriterThread(remote.write, overlapped=remote))
         written = False
         try:
             try:

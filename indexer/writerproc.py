@@ -6,6 +6,8 @@ thread (reading, validating, folding the next events) holds nearly all the time:
 one interpreter, and together they cannot use two cores. A child process has an interpreter of
 its own: the writer thread then only pickles each group of records, hands it to the child and
 waits for the answer without the GIL, while the child applies it with `ShardSet.write_batch`.
+Meanwhile the writer thread already collects the next group, makes its sources durable and
+pickles it (indexer/pipeline.py, `Overlapped`), so the child gets it as soon as it answers.
 
 The child is a part of the writer that holds the data dir's lock, never a second writer: it
 opens the same shard files and writes only the groups it is handed, one at a time, answering
@@ -42,7 +44,11 @@ _LENGTH = struct.Struct("<Q")
 
 
 def send_frame(stream: IO[bytes], value: Any) -> None:
-    data = pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL)
+    send_bytes(stream, pickle.dumps(value, protocol=pickle.HIGHEST_PROTOCOL))
+
+
+def send_bytes(stream: IO[bytes], data: bytes) -> None:
+    """A frame pickled already."""
     stream.write(_LENGTH.pack(len(data)))
     stream.write(data)
     stream.flush()
@@ -126,9 +132,29 @@ class WriterProcess:
             raise
 
     def _call(self, request: tuple[Any, ...]) -> Any:
-        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self.send(pickle.dumps(request, protocol=pickle.HIGHEST_PROTOCOL))
+        return self.result()
+
+    # A write in steps (indexer/pipeline.py's Overlapped): the writer thread prepares the next
+    # group while the child still applies the one sent before it.
+
+    def prepare(self, records: Sequence[IndexRecord], positions: Mapping[str, int]) -> bytes:
+        """The write request's frame (records as plain tuples, pickled)."""
+        return pickle.dumps(("write", encode_records(records), dict(positions)),
+                            protocol=pickle.HIGHEST_PROTOCOL)
+
+    def send(self, request: bytes) -> None:
+        assert self._proc.stdin is not None
         try:
-            send_frame(self._proc.stdin, request)
+            send_bytes(self._proc.stdin, request)
+        except OSError as exc:
+            raise query_error(INDEX_FAILED, f"the index writer process ended: {exc}") from None
+
+    def result(self) -> Any:
+        """The answer to the request sent last (the child answers each before it reads the
+        next), or its error raised."""
+        assert self._proc.stdout is not None
+        try:
             answer = receive_frame(self._proc.stdout)
         except (OSError, EOFError) as exc:
             raise query_error(INDEX_FAILED, f"the index writer process ended: {exc}") from None
@@ -137,7 +163,8 @@ class WriterProcess:
         raise _error_from(answer[1])
 
     def write(self, records: Sequence[IndexRecord], positions: Mapping[str, int]) -> bool:
-        return bool(self._call(("write", encode_records(records), dict(positions))))
+        self.send(self.prepare(records, positions))
+        return bool(self.result())
 
     def close(self) -> None:
         """Stop the child once it has answered every write (it commits each before it answers)."""
