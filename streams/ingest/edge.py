@@ -56,8 +56,19 @@ from streams.ingest.plan import (
 from streams.ingest.sourcefile import SourceText, Span
 
 LOG_SUFFIXES = (".jsonl", ".jsonl.zst", ".jsonl.zstd")
-#: Save the registry of sources this often (files), so a killed run repeats little work.
+#: Save the registry of sources after this many files at least, so a killed run repeats little
+#: work (a re-run reads the files read since the last save again; the store skips what it holds).
 SAVE_EVERY_FILES = 200
+#: ... and once the registry has grown, after this share of the files done so far: each save
+#: writes (and fsyncs) the whole registry, so a save every SAVE_EVERY_FILES files would cost a
+#: run time that grows with the square of its file count; this way the saves' total stays a
+#: fixed share of the run (and a killed run repeats at most this share of what it had done).
+SAVE_GROWTH = 0.1
+
+
+def save_due(done: int, saved: int) -> bool:
+    """Whether the registry is saved after file `done` of a run that saved after file `saved`."""
+    return done - saved >= max(SAVE_EVERY_FILES, int(saved * SAVE_GROWTH))
 
 #: Called after events were appended to the store: (header, state before, new events, their
 #: fold steps, so the index need not fold them again, and their serializations where known:
@@ -230,6 +241,7 @@ class Ingestor:
                progress: Callable[[int, int], None] | None = None) -> IngestReport:
         report = IngestReport()
         files = list(iter_log_files(paths))
+        saved = 0
         for done, path in enumerate(files, start=1):
             report.files += 1
             try:
@@ -238,8 +250,9 @@ class Ingestor:
                 report.unreadable.append({"source": source_key(path),
                                           "error": f"{type(exc).__name__}: {exc.strerror or exc}",
                                           "code": getattr(exc, "code", RECALL_IO_ERROR)})
-            if done % SAVE_EVERY_FILES == 0:
+            if save_due(done, saved):
                 self._save_registry()
+                saved = done
             if progress is not None:
                 progress(done, len(files))
         self._save_registry()
