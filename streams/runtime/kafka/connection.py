@@ -29,6 +29,12 @@ from streams.runtime.kafka.brokers import bootstrap_servers
 Connect = str | Mapping[str, Any]
 #: How often an idle long-lived consumer's loops turn (kept beside the seam's other waits).
 IDLE_TURN_MS = seam.IDLE_TURN_MS
+#: The request path's clients (a requester, the query and index roles) refresh their metadata
+#: this often (aiokafka's default: every 5 min): a broker that stalls (a long pause, SIGSTOP)
+#: keeps its connections open and answers nothing, so no error tells them that its
+#: leaderships moved; the first metadata after the controller fenced it does, and lets go of
+#: it (streams.runtime.kafka.seam, 11). One small request a second per client.
+FOLLOW_LEADERS: dict[str, Any] = {"metadata_max_age_ms": 1000}
 
 _TLS = ("SSL", "SASL_SSL")
 _TLS_FILES = {"cafile": "RECALL_KAFKA_SSL_CAFILE", "certfile": "RECALL_KAFKA_SSL_CERTFILE",

@@ -25,7 +25,12 @@ from streams.runtime.kafka.codec import (
     error_reply,
     ok_reply,
 )
-from streams.runtime.kafka.connection import IDLE_TURN_MS, client_options, connect_kwargs
+from streams.runtime.kafka.connection import (
+    FOLLOW_LEADERS,
+    IDLE_TURN_MS,
+    client_options,
+    connect_kwargs,
+)
 from streams.runtime.kafka.fleet import fleet_cursor_key
 from streams.runtime.kafka.membership import instance_id
 from streams.runtime.kafka.query import CoordinatorBackend, RemoteQuery, run_sync
@@ -55,7 +60,14 @@ class QueryCoordinator:
         self.topics = Topics.of(settings, generation)
         self.bootstrap = client_options(settings)
         self.shard_topic = self.topics.shard_requests
+        #: Reference appends to the events topic (acks=all: a record of fact).
         self.producer: AIOKafkaProducer | None = None
+        #: Shard requests and replies: acks from the leader alone. With acks=all a send waits
+        #: for every in-sync follower, and a stalled one stays in sync until the controller
+        #: fences it (or replica.lag.time.max.ms drops it): every reply waited that long. A lost
+        #: request or reply is asked again (the requester's hops, the client's next call), so
+        #: waiting for the followers buys nothing here.
+        self.messages: AIOKafkaProducer | None = None
         self.requester: Requester | None = None
         self.loop: asyncio.AbstractEventLoop | None = None
         self.remote: RemoteQuery | None = None
@@ -78,8 +90,11 @@ class QueryCoordinator:
         key = await fleet_cursor_key(self.bootstrap, self.settings.topic_prefix)
         self.producer = AIOKafkaProducer(**connect_kwargs(self.bootstrap), acks="all", linger_ms=0)
         await self.producer.start()
+        self.messages = AIOKafkaProducer(**connect_kwargs(self.bootstrap), acks=1, linger_ms=0,
+                                         **FOLLOW_LEADERS)
+        await self.messages.start()
         self.requester = Requester(self.bootstrap, self.topics.replies, self.settings.shards,
-                                   producer=self.producer)
+                                   producer=self.messages)
         await self.requester.start()
         self.remote = RemoteQuery(self.settings, key, self._call_shard, self._scatter)
         consumer = AIOKafkaConsumer(
@@ -90,7 +105,7 @@ class QueryCoordinator:
             # rebalance makes aiokafka rejoin under a new member id (static membership fences
             # the old one). Callers re-send on timeout.
             enable_auto_commit=False, fetch_max_wait_ms=200, consumer_timeout_ms=IDLE_TURN_MS,
-            session_timeout_ms=int(self.settings.session_timeout_s * 1000),
+            **FOLLOW_LEADERS, session_timeout_ms=int(self.settings.session_timeout_s * 1000),
             heartbeat_interval_ms=int(self.settings.heartbeat_s * 1000))
         await consumer.start()
         tasks: set[asyncio.Task[None]] = set()
@@ -109,6 +124,7 @@ class QueryCoordinator:
                 task.cancel()
             await consumer.stop()
             await self.requester.stop()
+            await self.messages.stop()
             await self.producer.stop()
 
     async def _serve(self, value: bytes, headers: Headers = ()) -> None:
@@ -128,8 +144,8 @@ class QueryCoordinator:
             else:
                 reply = await self._answer(request, grant)
             topic, partition = parse_reply_to(request.reply_to)
-            assert self.producer is not None
-            await self.producer.send_and_wait(topic, encode_reply(reply), partition=partition)
+            assert self.messages is not None
+            await self.messages.send_and_wait(topic, encode_reply(reply), partition=partition)
         except Exception:
             log.exception("request failed")
         finally:

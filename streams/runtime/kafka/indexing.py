@@ -26,7 +26,12 @@ from streams.runtime.kafka.codec import (
     encode_reply,
     ok_reply,
 )
-from streams.runtime.kafka.connection import IDLE_TURN_MS, client_options, connect_kwargs
+from streams.runtime.kafka.connection import (
+    FOLLOW_LEADERS,
+    IDLE_TURN_MS,
+    client_options,
+    connect_kwargs,
+)
 from streams.runtime.kafka.fleet import ensure_fleet_topics, fleet_cursor_key, replication_options
 from streams.runtime.kafka.membership import instance_id
 from streams.runtime.kafka.partitions import PartitionLoop
@@ -117,9 +122,9 @@ class DocumentIndexer:
             heartbeat_interval_ms=int(settings.heartbeat_s * 1000),
             # tansu does not wake a long poll when data arrives; keep the wait short.
             fetch_max_wait_ms=fetch_max_wait_ms, max_poll_records=BATCH_MAX,
-            consumer_timeout_ms=IDLE_TURN_MS,
+            consumer_timeout_ms=IDLE_TURN_MS, **FOLLOW_LEADERS,
             partition_assignment_strategy=(RangePartitionAssignor,))
-        self.producer = AIOKafkaProducer(**connect_kwargs(bootstrap))
+        self.producer = AIOKafkaProducer(**connect_kwargs(bootstrap), **FOLLOW_LEADERS)
         self.settings = settings
         self.bootstrap = bootstrap
         self.shard_topic = self.topics.shard_requests

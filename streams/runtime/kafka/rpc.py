@@ -24,7 +24,12 @@ from projections.errors import RecallError
 from streams.core.errorlog import as_recall_error
 from streams.runtime.kafka import seam
 from streams.runtime.kafka.codec import Reply, Request, decode_reply, encode_request, error_reply
-from streams.runtime.kafka.connection import IDLE_TURN_MS, Connect, connect_kwargs
+from streams.runtime.kafka.connection import (
+    FOLLOW_LEADERS,
+    IDLE_TURN_MS,
+    Connect,
+    connect_kwargs,
+)
 from streams.runtime.kafka.workspaces import Signer
 
 TIMEOUT = "RECALL_REQUEST_TIMEOUT"
@@ -82,12 +87,14 @@ class Requester:
 
     async def start(self) -> None:
         if self.producer is None:
-            self.producer = AIOKafkaProducer(**connect_kwargs(self.bootstrap), linger_ms=0)
+            # acks from the leader alone (aiokafka's default): a lost request is asked again
+            self.producer = AIOKafkaProducer(**connect_kwargs(self.bootstrap), linger_ms=0,
+                                             acks=1, **FOLLOW_LEADERS)
             await self.producer.start()
         self._consumer = AIOKafkaConsumer(**connect_kwargs(self.bootstrap), group_id=None,
                                           enable_auto_commit=False, auto_offset_reset="latest",
                                           fetch_max_wait_ms=FETCH_WAIT_MS,
-                                          consumer_timeout_ms=IDLE_TURN_MS)
+                                          consumer_timeout_ms=IDLE_TURN_MS, **FOLLOW_LEADERS)
         await self._consumer.start()
         tp = TopicPartition(self.replies_topic, self.partition)
         self._consumer.assign([tp])
