@@ -187,8 +187,10 @@ def _report(what: str, asker: _Asker, kills: list[tuple[float, str]],
             capsys: pytest.CaptureFixture[str]) -> float:
     gap, began = asker.stop()
     since = kills[0][0] if kills else 0.0
+    # the wall clock of the first fault, to read the workers' and brokers' logs against
+    wall = time.strftime("%H:%M:%S", time.localtime(time.time() - (time.monotonic() - since)))
     line = (f"failover_unavailable_s[{what}] = {gap:.2f} (from {began - since:+.1f} s after the "
-            f"first fault; {asker.summary(since)}; faults: "
+            f"first fault at {wall}; {asker.summary(since)}; faults: "
             f"{[f'{at - since:+.1f}s {fault}' for at, fault in kills]})")
     with capsys.disabled():  # the measured window belongs in `make chaos`'s output
         print(f"\n{line}")
