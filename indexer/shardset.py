@@ -30,6 +30,8 @@ Progress = Callable[[int, int, int], None]
 KEY_FILE = "cursor.key"
 #: Tracking sources of one session's store position, e.g. `store:<sid>`.
 SESSION_SOURCE_PREFIX = "store:"
+#: Shards whose segments `merge_grown` merges at once (one thread each).
+MERGE_THREADS = max(1, min(4, os.cpu_count() or 1))
 
 
 def _load_key(root: Path, *, create: bool = True) -> bytes:
@@ -232,27 +234,46 @@ class ShardSet:
         good part of its size since `before` (`structures()`; indexer/segments.py). Answers do
         not change, nor does any generation; lookups then probe one segment. Returns the
         baseline for the next call: a merged table's structure now, the others' as before."""
+        from concurrent.futures import ThreadPoolExecutor
+
         from indexer.segments import merge_segments, needs_merge, read_structure, release_free_pages
 
+        tables: dict[int, list[tuple[str, Structure]]] = {}
+        for (index, table), was in before.items():
+            tables.setdefault(index, []).append((table, was))
+
+        def merge_shard(index: int) -> dict[tuple[int, str], Structure]:
+            conn = self.shards[index].writer
+            merged: dict[tuple[int, str], Structure] = {}
+            for table, was in tables[index]:
+                if not needs_merge(was, read_structure(conn, table)):
+                    continue
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    merge_segments(conn, table)
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+                conn.execute("COMMIT")
+                merged[index, table] = read_structure(conn, table)
+            if merged:
+                release_free_pages(conn)
+            return merged
+
         after = dict(before)
-        merged: set[int] = set()
         with self._write_lock:
             try:
-                for (index, table), was in before.items():
-                    conn = self.shards[index].writer
-                    if not needs_merge(was, read_structure(conn, table)):
-                        continue
-                    conn.execute("BEGIN IMMEDIATE")
-                    try:
-                        merge_segments(conn, table)
-                    except BaseException:
-                        conn.execute("ROLLBACK")
-                        raise
-                    conn.execute("COMMIT")
-                    after[index, table] = read_structure(conn, table)
-                    merged.add(index)
-                for index in sorted(merged):
-                    release_free_pages(self.shards[index].writer)
+                # Shards merge side by side (SQLite runs without the GIL, each shard on its own
+                # connection): the closing merge of a bulk ingest is SQLite work alone.
+                workers = min(MERGE_THREADS, len(tables))
+                if workers <= 1:
+                    merges = [merge_shard(index) for index in sorted(tables)]
+                else:
+                    with ThreadPoolExecutor(workers, thread_name_prefix="recall-merge") as pool:
+                        running = [pool.submit(merge_shard, index) for index in sorted(tables)]
+                    merges = [future.result() for future in running]  # the first error, if any
+                for merged in merges:
+                    after.update(merged)
             except apsw.Error as exc:
                 raise query_error(INDEX_FAILED, f"merging index segments failed: {exc}") from exc
         return after

@@ -3,6 +3,7 @@ merged when it grew them by a good part, answers unchanged."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -10,9 +11,14 @@ import apsw
 import pytest
 
 import indexer.pipeline
+import indexer.segments
+import indexer.shardset
 from indexer import IndexConfig, QueryService, ShardSet, shard_stats
 from indexer.digest import index_digest
+from indexer.errors import INDEX_FAILED
+from indexer.routing import shard_file_name
 from indexer.segments import Structure, decode_structure, needs_merge, read_structure
+from projections.errors import SessionQueryError
 
 from .helpers import texts_session
 
@@ -72,10 +78,12 @@ def _file_pages(shards: ShardSet) -> list[tuple[int, int]]:
              s.writer.execute("PRAGMA freelist_count").fetchone()[0]) for s in shards]
 
 
-@pytest.mark.parametrize("older_file", [False, True])
+@pytest.mark.parametrize(("older_file", "threads"), [(False, 1), (True, 1), (False, 2),
+                                                    (True, 2)])
 def test_a_bulk_write_merges_the_segments_it_grew_and_answers_do_not_change(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, older_file: bool) -> None:
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, older_file: bool, threads: int) -> None:
     monkeypatch.setattr(indexer.pipeline, "GROUP_RECORDS", 1)  # a transaction per batch
+    monkeypatch.setattr(indexer.shardset, "MERGE_THREADS", threads)
     with ShardSet(tmp_path / "sync", IndexConfig(shards=2)) as sync, \
             ShardSet(tmp_path / "piped", IndexConfig(shards=2)) as piped:
         assert _file_pages(piped) == [(2, 0), (2, 0)]  # created with incremental auto-vacuum
@@ -117,3 +125,28 @@ def test_a_bulk_write_merges_the_segments_it_grew_and_answers_do_not_change(
         assert piped.structures()[shard, "events_fts"].segments == 2
         with piped.shard_for("late").reader() as conn:
             assert read_structure(conn, "events_fts").segments == 2
+
+
+def test_shards_merge_side_by_side_and_a_failed_merge_leaves_its_shard_as_it_was(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(indexer.pipeline, "GROUP_RECORDS", 1)
+    monkeypatch.setattr(indexer.shardset, "MERGE_THREADS", 2)
+    merge = indexer.segments.merge_segments
+    seen: list[tuple[str, str]] = []
+
+    def failing_in_shard_0(conn: Any, table: str) -> None:
+        seen.append((threading.current_thread().name.split("_")[0], table))
+        if conn.filename.endswith(shard_file_name(0)):
+            raise apsw.SQLError("disk I/O in shard 0")
+        merge(conn, table)
+
+    monkeypatch.setattr(indexer.segments, "merge_segments", failing_in_shard_0)
+    with ShardSet(tmp_path / "piped", IndexConfig(shards=2)) as piped:
+        with pytest.raises(SessionQueryError) as caught, piped.pipeline():
+            for records, positions in _batches():
+                piped.submit(records, positions)  # type: ignore[arg-type]
+        assert caught.value.code == INDEX_FAILED
+        assert {name for name, _ in seen} == {"recall-merge"}
+        structures = piped.structures()
+        assert structures[0, "events_fts"].segments > 1  # rolled back
+        assert structures[1, "events_fts"].segments == 1  # merged beside it all the same
