@@ -21,9 +21,11 @@ and seq, so the same index and query give the same order.
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from indexer.database import Conn
 from indexer.errors import INVALID_QUERY, query_error
@@ -31,6 +33,9 @@ from indexer.ranking import Candidate, Scope, event_key
 from indexer.search import _COLUMNS, _JOINS, _candidate, _where
 from indexer.semantic import DIMENSION, MAX_CHUNKS, load_embedder, quantize, unpack4
 from projections.codec import dumps
+
+if TYPE_CHECKING:  # (loaded with the pool, by a search by meaning only)
+    from concurrent.futures import Future, ThreadPoolExecutor
 
 #: PROTOCOL mode values that read vectors.
 DENSE_MODES = ("semantic", "hybrid")
@@ -49,6 +54,12 @@ SHORTLIST = 4096
 OVERSAMPLE = 8
 #: 64-bit words of one vector's sign bits.
 WORDS = DIMENSION // 64
+#: Rows per step of the sign-bit pass.
+HAMMING_STEP = 16384
+#: Threads a search by meaning keeps busy, the caller's included: the query's embedding runs
+#: while the lexical half does, and the shards' sign-bit passes and first scoring are shared
+#: out (onnxruntime, numpy and SQLite release the GIL).
+LANES = max(1, min(2, os.cpu_count() or 1))
 
 
 def not_scattered() -> Exception:
@@ -103,12 +114,16 @@ class _ShardVectors:
         bits = self.bits
         count = bits.shape[1]
         out = np.zeros(count, np.uint16)
-        word = np.empty(count, np.uint64)
-        ones = np.empty(count, np.uint8)
-        for at in range(WORDS):
-            np.bitwise_xor(bits[at], query_words[at], out=word)
-            np.bitwise_count(word, out=ones)
-            out += ones
+        # a step of rows at a time, all words: the buffers stay in the core's cache
+        word = np.empty(min(count, HAMMING_STEP), np.uint64)
+        ones = np.empty(min(count, HAMMING_STEP), np.uint8)
+        for start in range(0, count, HAMMING_STEP):
+            stop = min(count, start + HAMMING_STEP)
+            w, o, acc = word[:stop - start], ones[:stop - start], out[start:stop]
+            for at in range(WORDS):
+                np.bitwise_xor(bits[at, start:stop], query_words[at], out=w)
+                np.bitwise_count(w, out=o)
+                np.add(acc, o, out=acc)
         return out
 
     def scores_of(self, picked: Any, query: Any) -> tuple[Any, Any]:
@@ -249,29 +264,25 @@ def join_events(conn: Conn, events: Any, scores: Any, plan: Mapping[str, Any]
     return found
 
 
-def _dense_top(conns: Sequence[Conn], keys: Sequence[tuple[str, str]], cache: VectorCache,
-               query: Any, plan: Mapping[str, Any], need: int) -> list[Candidate]:
+def _dense_top(conns: Sequence[Conn], shards: Sequence[_ShardVectors], query: Any,
+               plan: Mapping[str, Any], need: int, distances: Sequence[Any],
+               histogram: Any) -> list[Candidate]:
     """The best `need` events of all shards passing the filters, by dense score (each
-    candidate carries `dense`: its cosine times the query's int8 norm).
+    candidate carries `dense`: its cosine times the query's int8 norm). `distances`: each
+    shard's sign-bit distances and `histogram` their counts over all shards (None each on an
+    index scored exactly).
 
     Each shard's best `cut` events are merged and cut again at the `cut`-th best score of all
     of them (ties kept): every event left out scores below that, so only those at or above it
     are joined to their rows (a page's worth, not one per shard); `cut` grows while the filters
     leave fewer than `need`. (indexer/scatter.py answers the same over shard owners.)"""
     np = _numpy()
-    shards = [cache.shard(key, conn) for conn, key in zip(conns, keys, strict=True)]
     total = sum(len(v.events) for v in shards)
-    distances: list[Any] = [None] * len(shards)
-    histogram = None
-    if total > SHORTLIST:
-        words = query_words(np, query)
-        distances = [v.hamming(words) for v in shards]
-        histogram = sum(distance_histogram(np, d) for d in distances)
     cut = first_cut(need)
     while True:
         limit = shortlist_limit(np, total, histogram, cut)
-        tops = [shard_tops(np, v, query, limit, cut, d)
-                for v, d in zip(shards, distances, strict=True)]
+        tops = _shared([partial(shard_tops, np, v, query, limit, cut, d)
+                        for v, d in zip(shards, distances, strict=True)])
         threshold = cut_threshold(np, np.concatenate([t[1] for t in tops]), cut)
         found: list[Candidate] = []
         for conn, (events, scores, _) in zip(conns, tops, strict=True):
@@ -283,6 +294,104 @@ def _dense_top(conns: Sequence[Conn], keys: Sequence[tuple[str, str]], cache: Ve
         if done is not None:
             return done
         cut *= GROW
+
+
+class _Jobs:
+    """Jobs shared out over a search's lanes: whichever thread is free takes the next one
+    (the caller and a pool thread alike). No job waits on anything, so a pool thread never
+    blocks; the caller waits only for a job a pool thread already took."""
+
+    def __init__(self, jobs: Sequence[Callable[[], Any]]) -> None:
+        self.jobs = jobs
+        self.results: list[Any] = [None] * len(jobs)
+        self.errors: list[BaseException | None] = [None] * len(jobs)
+        self._next = 0
+        self._lock = threading.Lock()
+
+    def work(self) -> None:
+        while True:
+            with self._lock:
+                at = self._next
+                self._next += 1
+            if at >= len(self.jobs):
+                return
+            try:
+                self.results[at] = self.jobs[at]()
+            except BaseException as exc:  # re-raised by `outcome`, in job order
+                self.errors[at] = exc
+
+    def outcome(self) -> list[Any]:
+        for error in self.errors:
+            if error is not None:
+                raise error
+        return self.results
+
+
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _submit(fn: Callable[[], None]) -> Future[None] | None:
+    """`fn` on the search pool (LANES - 1 threads); None: one lane, the caller runs it all."""
+    global _pool
+    if LANES <= 1:
+        return None
+    with _pool_lock:
+        if _pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            _pool = ThreadPoolExecutor(LANES - 1, thread_name_prefix="recall-dense")
+        return _pool.submit(fn)
+
+
+def _join(future: Future[None] | None) -> None:
+    """Wait for `future`'s jobs unless it has not started (another search holds the pool:
+    the caller has done them)."""
+    if future is not None and not future.cancel():
+        future.result()
+
+
+def _shared(jobs: Sequence[Callable[[], Any]]) -> list[Any]:
+    """The jobs' results, in order, the work shared between this thread and the pool."""
+    shared = _Jobs(jobs)
+    future = _submit(shared.work) if len(jobs) > 1 else None
+    shared.work()
+    _join(future)
+    return shared.outcome()
+
+
+class _Ahead:
+    """The query's embedding, then the shards' sign-bit passes: started on the pool while the
+    caller runs the lexical half (no connection is read), joined by the caller once that is
+    done."""
+
+    def __init__(self, text: str, shards: Sequence[_ShardVectors]) -> None:
+        self.text = text
+        self.query: Any = None
+        self.words: Any = None
+        self.error: BaseException | None = None
+        self.ready = threading.Event()
+        self.scan = sum(len(v.events) for v in shards) > SHORTLIST
+        self.passes = _Jobs([partial(self._pass, v) for v in shards] if self.scan else [])
+
+    def _pass(self, vectors: _ShardVectors) -> tuple[Any, Any]:
+        np = _numpy()
+        distances = vectors.hamming(self.words)
+        return distances, distance_histogram(np, distances)
+
+    def embed(self) -> None:
+        try:
+            self.query = as_query(query_vector(self.text))
+            self.words = query_words(_numpy(), self.query)
+        except BaseException as exc:  # re-raised by the caller
+            self.error = exc
+        finally:
+            self.ready.set()
+
+    def run(self) -> None:
+        self.embed()
+        if self.error is None:
+            self.passes.work()
 
 
 def first_cut(need: int) -> int:
@@ -333,12 +442,38 @@ def dense_search(conns: Sequence[Conn], keys: Sequence[tuple[str, str]], cache: 
     """The whole ranking up to `plan["fetch"]` rows for a semantic or hybrid request.
 
     `lexical(n)` is the lexical ranking's top n (as a lexical request of this plan would rank
-    them); hybrid fuses it with the dense top events."""
+    them); hybrid fuses it with the dense top events. The query is embedded, and the sign-bit
+    passes begun, on the pool while the lexical half runs here (the passes read no connection;
+    the joins to rows wait until the lexical half is done with them)."""
     fetch = int(plan["fetch"])
-    query = as_query(query_vector(str(plan["query"])))
     depth = fuse_depth(fetch)
-    dense = _dense_top(conns, keys, cache, query, plan, depth)
-    return fuse(dense, lexical(depth) if mode == "hybrid" else None, plan["scope"], fetch)
+    shards = [cache.shard(key, conn) for conn, key in zip(conns, keys, strict=True)]
+    ahead = _Ahead(str(plan["query"]), shards)
+    future = _submit(ahead.run)
+    failed: BaseException | None = None
+    lex = None
+    try:
+        if mode == "hybrid":
+            lex = lexical(depth)
+    except BaseException as exc:  # (an embedding error is reported first, as before)
+        failed = exc
+    if future is None or future.cancel():  # not started: the pool is another search's
+        ahead.embed()
+    else:
+        ahead.ready.wait()
+    if ahead.error is not None:
+        _join(future)
+        raise ahead.error
+    if failed is not None:
+        _join(future)
+        raise failed
+    ahead.passes.work()
+    _join(future)
+    passes = ahead.passes.outcome()
+    distances = [d for d, _ in passes] if ahead.scan else [None] * len(shards)
+    histogram = sum(h for _, h in passes) if ahead.scan else None
+    dense = _dense_top(conns, shards, ahead.query, plan, depth, distances, histogram)
+    return fuse(dense, lex, plan["scope"], fetch)
 
 
 def fuse(dense: list[Candidate], lexical: list[Candidate] | None, scope: Scope,

@@ -274,6 +274,21 @@ def test_sign_bit_distances_count_the_differing_signs() -> None:
     assert cached.hamming(words)[7] == 0
 
 
+def test_the_sign_bit_pass_step_by_step_counts_as_in_one_go(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
+
+    from indexer import dense
+
+    rows = np.random.default_rng(5).integers(-7, 8, size=(50, semantic.DIMENSION), dtype=np.int8)
+    cached = dense._ShardVectors(np)
+    cached.bits = dense.sign_words(np, rows)
+    words = dense.sign_words(np, rows[3].astype(np.float32).reshape(1, -1))[:, 0]
+    whole = cached.hamming(words).tolist()
+    monkeypatch.setattr(dense, "HAMMING_STEP", 7)  # (steps that do not divide the rows)
+    assert cached.hamming(words).tolist() == whole
+
+
 TOPICS = ["the postgres migration", "a flaky CI runner", "the release notes", "lunch on friday",
           "the login page styles", "rotating the API keys", "a slow docker build"]
 
@@ -313,6 +328,51 @@ def test_a_shortlisted_scan_orders_alike_whatever_the_shard_count(
     assert 0 < shortlisted[0] < vectors_in_all  # (the one-shard index's first search)
     assert pages[0] == pages[1] == pages[2]
     assert pages[0][0] == exact  # the best vector is in the shortlist
+
+
+def test_a_hybrid_search_answers_alike_on_one_lane_and_on_several(
+        make_index: Index, monkeypatch: pytest.MonkeyPatch) -> None:
+    from indexer import dense
+
+    many = [f"{verb} {topic} before the weekly sync" for verb in
+            ("we discussed", "please review", "I fixed", "someone broke", "let us plan")
+            for topic in TOPICS]
+    records = [*corpus_records(), *texts_session("dsh:many", many, created=2000)]
+    monkeypatch.setattr(dense, "SHORTLIST", 4)  # (the sign-bit passes run, shard by shard)
+    monkeypatch.setattr(dense, "OVERSAMPLE", 1)
+    monkeypatch.setattr(dense, "DENSE_MIN", 1)
+    monkeypatch.setattr(dense, "FUSE_DEPTH", 1)
+    shards, service = make_index(shards=4, semantic=ON)
+    shards.write_batch(records, {})
+    pages = {}
+    for lanes in (1, 2, 3):
+        monkeypatch.setattr(dense, "LANES", lanes)
+        monkeypatch.setattr(dense, "_pool", None)  # (a pool of this many lanes)
+        pages[lanes] = [hits(service.search_sessions({"query": query, "mode": mode}))
+                        for query in ("flaky login test", "the weekly sync", "docker")
+                        for mode in ("semantic", "hybrid")]
+    assert pages[1] == pages[2] == pages[3]
+    assert all(pages[1])
+
+
+def test_an_embedding_error_is_answered_though_the_lexical_half_ran_beside_it(
+        make_index: Index, monkeypatch: pytest.MonkeyPatch) -> None:
+    from indexer import dense
+
+    shards, service = make_index(shards=2, semantic=ON)
+    shards.write_batch(corpus_records(), {})
+
+    def broken(text: str) -> list[int]:
+        raise SessionQueryError("no vector for this query")
+
+    real = dense.query_vector
+    monkeypatch.setattr(dense, "query_vector", broken)
+    with pytest.raises(SessionQueryError) as caught:
+        service.search_sessions({"query": "flaky login test", "mode": "hybrid"})
+    assert caught.value.message == "no vector for this query"
+    monkeypatch.setattr(dense, "query_vector", real)  # the lanes serve the next search
+    assert hits(service.search_sessions({"query": "flaky login test", "mode": "hybrid"}))[0] \
+        == ("claude-code:s-auth", 0)
 
 
 def test_a_query_embedded_again_is_the_same_read_only_vector() -> None:
