@@ -54,8 +54,6 @@ SHORTLIST = 4096
 OVERSAMPLE = 8
 #: 64-bit words of one vector's sign bits.
 WORDS = DIMENSION // 64
-#: Rows per step of the sign-bit pass.
-HAMMING_STEP = 16384
 #: Threads a search by meaning keeps busy, the caller's included: the query's embedding runs
 #: while the lexical half does, and the shards' sign-bit passes and first scoring are shared
 #: out (onnxruntime, numpy and SQLite release the GIL).
@@ -114,16 +112,12 @@ class _ShardVectors:
         bits = self.bits
         count = bits.shape[1]
         out = np.zeros(count, np.uint16)
-        # a step of rows at a time, all words: the buffers stay in the core's cache
-        word = np.empty(min(count, HAMMING_STEP), np.uint64)
-        ones = np.empty(min(count, HAMMING_STEP), np.uint8)
-        for start in range(0, count, HAMMING_STEP):
-            stop = min(count, start + HAMMING_STEP)
-            w, o, acc = word[:stop - start], ones[:stop - start], out[start:stop]
-            for at in range(WORDS):
-                np.bitwise_xor(bits[at, start:stop], query_words[at], out=w)
-                np.bitwise_count(w, out=o)
-                np.add(acc, o, out=acc)
+        word = np.empty(count, np.uint64)
+        ones = np.empty(count, np.uint8)
+        for at in range(WORDS):
+            np.bitwise_xor(bits[at], query_words[at], out=word)
+            np.bitwise_count(word, out=ones)
+            out += ones
         return out
 
     def scores_of(self, picked: Any, query: Any) -> tuple[Any, Any]:

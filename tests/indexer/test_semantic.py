@@ -274,21 +274,6 @@ def test_sign_bit_distances_count_the_differing_signs() -> None:
     assert cached.hamming(words)[7] == 0
 
 
-def test_the_sign_bit_pass_step_by_step_counts_as_in_one_go(
-        monkeypatch: pytest.MonkeyPatch) -> None:
-    import numpy as np
-
-    from indexer import dense
-
-    rows = np.random.default_rng(5).integers(-7, 8, size=(50, semantic.DIMENSION), dtype=np.int8)
-    cached = dense._ShardVectors(np)
-    cached.bits = dense.sign_words(np, rows)
-    words = dense.sign_words(np, rows[3].astype(np.float32).reshape(1, -1))[:, 0]
-    whole = cached.hamming(words).tolist()
-    monkeypatch.setattr(dense, "HAMMING_STEP", 7)  # (steps that do not divide the rows)
-    assert cached.hamming(words).tolist() == whole
-
-
 TOPICS = ["the postgres migration", "a flaky CI runner", "the release notes", "lunch on friday",
           "the login page styles", "rotating the API keys", "a slow docker build"]
 
