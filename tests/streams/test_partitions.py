@@ -115,3 +115,87 @@ def test_a_batch_of_segments_is_processed_in_runs_of_about_max_lines() -> None:
         [(0, 0), (1, 0)], [(0, 1), (1, 1)]]
     assert [upto for _, upto in runs] == [{0: 1, 1: 1}, {0: 2, 1: 2}]
     assert list(admitted.chunks(max_lines=100)) == [(records, {0: 2, 1: 2})]
+
+
+class _Consumer:
+    """What PartitionLoop asks of an aiokafka consumer: seeks, beginning offsets, commits (the
+    first `fail` of them refused as after a rebalance)."""
+
+    def __init__(self, fail: int = 0) -> None:
+        self.commits: list[dict[int, int]] = []
+        self.fail = fail
+
+    def seek(self, tp: object, offset: int) -> None:
+        pass
+
+    async def beginning_offsets(self, tps: list[object]) -> dict[object, int]:
+        return dict.fromkeys(tps, 0)
+
+    async def commit(self, offsets: dict[object, object]) -> None:
+        from aiokafka.errors import CommitFailedError
+
+        if self.fail:
+            self.fail -= 1
+            raise CommitFailedError("rebalanced")
+        self.commits.append({tp.partition: meta.offset  # type: ignore[attr-defined]
+                             for tp, meta in offsets.items()})
+
+
+class _Recorded:
+    """A processor whose durable state recorded `at` (partition -> next offset)."""
+
+    topic = "docs"
+
+    def __init__(self, at: dict[int, int]) -> None:
+        self.at = at
+
+    def recorded(self, partition: int) -> int | None:
+        return self.at.get(partition)
+
+    async def process(self, records: object, upto: dict[int, int]) -> None:
+        self.at.update(upto)
+
+
+def test_positions_placed_by_a_rebalance_are_committed_even_when_nothing_more_arrives() -> None:
+    # the records up to these positions were processed before the rebalance, and their
+    # commits were lost to it: the group's lag must still reach them, or a job waiting for
+    # the group to reach the log's end waits for ever
+    import asyncio
+
+    from aiokafka import TopicPartition
+
+    from streams.runtime.kafka.partitions import PartitionLoop
+
+    async def scenario() -> list[dict[int, int]]:
+        consumer = _Consumer(fail=1)
+        loop = PartitionLoop(consumer, _Recorded({0: 109, 1: 57}))  # type: ignore[arg-type]
+        listener = loop.listener()
+        await listener.on_partitions_assigned([TopicPartition("docs", 0),
+                                               TopicPartition("docs", 1)])
+        await loop.step({})  # refused (the group rebalances again): kept for the next step
+        assert consumer.commits == []
+        await loop.step({})
+        await loop.step({})  # committed once, not again
+        return consumer.commits
+
+    assert asyncio.run(scenario()) == [{0: 109, 1: 57}]
+
+
+def test_a_revoked_partition_is_not_committed_by_its_former_reader() -> None:
+    import asyncio
+
+    from aiokafka import TopicPartition
+
+    from streams.runtime.kafka.partitions import PartitionLoop
+
+    async def scenario() -> list[dict[int, int]]:
+        consumer = _Consumer()
+        loop = PartitionLoop(consumer, _Recorded({0: 5, 1: 7}))  # type: ignore[arg-type]
+        listener = loop.listener()
+        await listener.on_partitions_assigned([TopicPartition("docs", 0),
+                                               TopicPartition("docs", 1)])
+        await listener.on_partitions_revoked([TopicPartition("docs", 1)])
+        await loop.step({})
+        return consumer.commits
+
+    assert asyncio.run(scenario()) == [{0: 5}]

@@ -18,7 +18,7 @@ lineup that waits on it closely. On a change it
   live keeps answering for `RETIRING_S` (coordinators that have not seen the swap yet still
   ask it);
 - a retired generation's retention window passed: its shard files (and, from a query role,
-  its topics) are deleted.
+  its topics, once no index role reads them any more: `TOPICS_KEPT_S`) are deleted.
 """
 
 from __future__ import annotations
@@ -50,6 +50,10 @@ RETIRING_S = 10.0
 #: supervisor's follower (the one that notices changes).
 WATCH_WAIT_MS = 5000
 FOLLOW_WAIT_MS = 200
+#: How long a retired generation's topics outlive its retirement at least: an index role
+#: serves it for RETIRING_S from when it saw the swap (at the latest a watcher's idle wait
+#: after it).
+TOPICS_KEPT_S = RETIRING_S + WATCH_WAIT_MS / 1000
 
 
 class LineupWatcher:
@@ -143,9 +147,9 @@ class LineupWatcher:
             log.exception("indexing generation %s failed", generation)
             self._failed = exc
 
-    def _expired(self, lineup: Lineup) -> list[int]:
+    def _expired(self, lineup: Lineup, *, at_least_s: float = 0.0) -> list[int]:
         now_ms = int(time.time() * 1000)
-        window_ms = self.settings.snapshot_retention_s * 1000
+        window_ms = max(self.settings.snapshot_retention_s, at_least_s) * 1000
         return [g for g, at in lineup.retired if now_ms - at >= window_ms and g != lineup.live
                 and g not in self.indexers]
 
@@ -157,7 +161,10 @@ class LineupWatcher:
                 log.warning("removed the shard files of retired generation %s", generation)
 
     async def _delete_expired_topics(self, lineup: Lineup) -> None:
-        expired = self._expired(lineup)
+        # Not before every index role stopped reading the generation: its consumer's metadata
+        # requests would create a deleted topic again (Kafka auto-creates topics by default,
+        # with one partition), and it would rejoin its group with each deletion.
+        expired = self._expired(lineup, at_least_s=TOPICS_KEPT_S)
         if not expired:
             return
         from aiokafka.admin import AIOKafkaAdminClient

@@ -178,6 +178,8 @@ class PartitionLoop:
         self.positions = ReadPositions(compacted=compacted)
         self.commit = commit
         self.stats: dict[str, int] = {"processed": 0, "reread": 0, "unread": 0, "resought": 0}
+        #: Positions to commit with the next `step` (`commit_later`: placed by a rebalance).
+        self._placed: dict[int, int] = {}
 
     def listener(self, also: ConsumerRebalanceListener | None = None) -> ConsumerRebalanceListener:
         """A rebalance listener placing the processor's partitions (then calling `also`)."""
@@ -206,13 +208,22 @@ class PartitionLoop:
         return {tp.partition: offset for tp, offset in targets.items()}
 
     def forget(self, tps: Iterable[TopicPartition]) -> None:
-        self.positions.forget(tp.partition for tp in tps if tp.topic == self.processor.topic)
+        partitions = [tp.partition for tp in tps if tp.topic == self.processor.topic]
+        self.positions.forget(partitions)
+        for partition in partitions:
+            self._placed.pop(partition, None)
+
+    def commit_later(self, positions: Mapping[int, int]) -> None:
+        """Commit these positions (partition -> offset) with the next `step`, records or not."""
+        self._placed.update(positions)
 
     async def step(self, batches: Mapping[TopicPartition, Sequence[Any]]) -> int:
         """Process the processor's records of one `getmany` result; returns how many."""
         topic = self.processor.topic
         records = [r for tp in sorted(batches) if tp.topic == topic for r in batches[tp]]
         if not records:
+            if self._placed and self.commit:
+                await self._commit(self._placed)
             return 0
         admitted = self.positions.admit(records)
         self.stats["reread"] += admitted.reread
@@ -226,15 +237,23 @@ class PartitionLoop:
             await self.processor.process(records, upto)
             self.positions.advance(upto)
         self.stats["processed"] += len(admitted.records)
-        if self.commit and admitted.upto:
-            try:
-                await self.consumer.commit({TopicPartition(topic, p): OffsetAndMetadata(o, "")
-                                            for p, o in admitted.upto.items()})
-            except KafkaError as exc:
-                # The processor's recorded positions are the resume point; a commit lost to a
-                # rebalance only delays the group's lag metric.
-                log.info("offset commit skipped: %s", exc)
+        if self.commit and (admitted.upto or self._placed):
+            await self._commit({**self._placed, **admitted.upto})
         return len(admitted.records)
+
+    async def _commit(self, upto: Mapping[int, int]) -> None:
+        topic = self.processor.topic
+        try:
+            await self.consumer.commit({TopicPartition(topic, p): OffsetAndMetadata(o, "")
+                                        for p, o in upto.items()})
+        except KafkaError as exc:
+            # The processor's recorded positions are the resume point; a commit lost to a
+            # rebalance only delays the group's lag metric (the placing after it commits
+            # the positions again).
+            log.info("offset commit skipped: %s", exc)
+            return
+        for partition in list(upto):
+            self._placed.pop(partition, None)
 
 
 class _Placing(ConsumerRebalanceListener):  # type: ignore[misc]
@@ -252,6 +271,10 @@ class _Placing(ConsumerRebalanceListener):  # type: ignore[misc]
 
     async def on_partitions_assigned(self, assigned: Any) -> None:
         placed = await self.loop.place(assigned)
+        # The group's commits may lag the recorded positions (commits lost to the rebalance
+        # that led here): the next step commits them even when nothing more arrives, or a
+        # job waiting for the group to reach the log's end would wait for ever.
+        self.loop.commit_later(placed)
         # rare and worth seeing in a worker's output: which partitions this member now reads
         log.warning("%s: reading partitions %s (from %s)", self.loop.processor.topic,
                     sorted(placed), [placed[p] for p in sorted(placed)])
