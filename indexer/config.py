@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
 
 from indexer.errors import INVALID_CONFIG, query_error
 
@@ -17,9 +16,10 @@ def _positive_int(name: str, value: Any, *, minimum: int = 1) -> None:
         raise query_error(INVALID_CONFIG, f"{name} must be an integer >= {minimum}, got {value!r}")
 
 
-@dataclass(frozen=True, slots=True)
-class IndexConfig:
-    """Validated on construction; an invalid value raises SESSION_QUERY_INVALID_CONFIG."""
+class _Fields(NamedTuple):
+    """IndexConfig's fields and defaults. A NamedTuple, as the read path's other records: a
+    dataclass compiles its generated methods as its module loads, which every short command
+    (`recall search`) would pay."""
 
     shards: int = 8
     open_at: OpenAt = "startup"
@@ -41,7 +41,18 @@ class IndexConfig:
     #: A shard keeps the setting it was made with; one made without vectors is rebuilt with.
     semantic: str = "off"
 
-    def __post_init__(self) -> None:
+
+class IndexConfig(_Fields):
+    """Validated on construction; an invalid value raises SESSION_QUERY_INVALID_CONFIG."""
+
+    __slots__ = ()
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> IndexConfig:
+        self = super().__new__(cls, *args, **kwargs)
+        self._validate()
+        return self
+
+    def _validate(self) -> None:
         _positive_int("shards", self.shards)
         if self.shards > 4096:
             raise query_error(INVALID_CONFIG, "shards must be at most 4096")

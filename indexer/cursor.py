@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import base64
 import binascii
-import hashlib
-import hmac
 from typing import Any, NamedTuple
 
 from indexer.config import MAX_SAFE_INTEGER
 from indexer.errors import INVALID_CURSOR, STALE_CURSOR, query_error
 from projections.codec import dumps, loads
+from projections.hashing import hmac_sha256, sha256
 
 CURSOR_VERSION = 1
 #: Longer strings are not cursors this service issued (they are ~250 characters).
@@ -19,7 +18,7 @@ MAX_CURSOR_CHARS = 2048
 
 def fingerprint(value: dict[str, Any]) -> str:
     """A digest of the canonical fingerprint JSON: equal requests, equal digests; short cursors."""
-    return hashlib.sha256(dumps(value)).hexdigest()
+    return str(sha256(dumps(value)).hexdigest())
 
 
 class CursorState(NamedTuple):
@@ -31,7 +30,7 @@ class CursorState(NamedTuple):
 
 
 def _mac(key: bytes, body: bytes) -> str:
-    return base64.urlsafe_b64encode(hmac.new(key, body, hashlib.sha256).digest()).decode("ascii")
+    return base64.urlsafe_b64encode(hmac_sha256(key, body)).decode("ascii")
 
 
 def encode_cursor(key: bytes, *, instance: str, scope: str, fingerprint: str, generation: str,
@@ -66,7 +65,9 @@ def decode_cursor(key: bytes, cursor: str, *, instance: str, scope: str,
             v is None or isinstance(v, str | int | float) for v in payload.values()):
         raise _invalid("cursor does not decode")
     mac = payload.pop("mac")
-    if not hmac.compare_digest(mac, _mac(key, dumps(payload))):
+    from hmac import compare_digest  # (loads OpenSSL: only a request with a cursor needs it)
+
+    if not compare_digest(mac, _mac(key, dumps(payload))):
         raise _invalid("cursor signature does not match")
     if payload.get("version") != CURSOR_VERSION:
         raise _invalid("cursor version is not 1")

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import copy
-import hashlib
 import os
 import threading
 import time
@@ -47,6 +46,7 @@ from indexer.semantic import OFF, require_extra
 from indexer.shard import Shard
 from indexer.shardset import Progress, ShardSet
 from indexer.snapshots import Snapshot, SnapshotRegistry
+from projections.hashing import blake2b
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
@@ -163,7 +163,8 @@ class QueryService(SessionReads):
         self.progress = progress
         self.build_substring = build_substring
         self.keep_threads = keep_threads
-        self.instance = hashlib.blake2b(shardset.key, digest_size=12, person=b"recall-cursor").hexdigest()
+        self.instance = str(blake2b(shardset.key, digest_size=12,
+                                    person=b"recall-cursor").hexdigest())
         self.snapshots = SnapshotRegistry(self.config.snapshot_retention_s,
                                           self.config.max_snapshots, clock=clock)
         self._pool: ThreadPoolExecutor | None = None

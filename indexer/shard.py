@@ -12,8 +12,8 @@ import stat
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 import apsw
 
@@ -23,17 +23,17 @@ from indexer.schema import APPLICATION_ID, DDL, PAGE_SIZE, SCHEMA_VERSION, TRIGR
 from indexer.semantic import open_vectors
 
 
-@dataclass(frozen=True, slots=True)
-class ShardMeta:
+class ShardMeta(NamedTuple):
     """What a shard says about itself: generation counter, epoch id, substring coverage, the
     fingerprint of the redaction rules its records were made with and how many secrets of each
-    kind its stored events had redacted."""
+    kind its stored events had redacted. (A NamedTuple, as the read path's other records: a
+    dataclass compiles its generated methods as its module loads.)"""
 
     generation: int
     epoch: str
     substring: bool
-    redaction: str = "off"
-    redacted: dict[str, int] = field(default_factory=dict)
+    redaction: str
+    redacted: dict[str, int]
 
 
 def _create_file(path: Path) -> None:

@@ -12,22 +12,25 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 
 from indexer.database import Conn
 from indexer.shard import Shard
 
 
-@dataclass(slots=True)
 class Snapshot:
     """Pinned connections by shard index, and when the pin was taken. `lock` is held while a
-    request reads them (a connection serves one thread at a time)."""
+    request reads them (a connection serves one thread at a time). (A plain class: a
+    dataclass compiles its generated methods as its module loads, on the read path too.)"""
 
-    id: str
-    conns: dict[int, Conn]
-    created: float
-    generation: str = field(default="")
-    lock: threading.Lock = field(default_factory=threading.Lock)
+    __slots__ = ("conns", "created", "generation", "id", "lock")
+
+    def __init__(self, id: str, conns: dict[int, Conn], created: float,
+                 generation: str = "") -> None:
+        self.id = id
+        self.conns = conns
+        self.created = created
+        self.generation = generation
+        self.lock = threading.Lock()
 
 
 class SnapshotRegistry:

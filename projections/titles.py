@@ -10,11 +10,11 @@ A session's title, in order of preference (resolved by the index, `indexer/listi
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping
 from typing import Any
 
 from projections.extraction import message_of
+from projections.hashing import blake2b
 
 #: Session id prefixes of the importers (`<agent>:<id>`); anything else is a native log.
 AGENT_PREFIXES: frozenset[str] = frozenset({
@@ -115,7 +115,7 @@ def record_uuid(event: Mapping[str, Any]) -> str | None:
 def uuid_key(uuid: str) -> int:
     """A 53-bit key of a uuid. Two uuids sharing a key is a ~1e-6 chance even for 10^4
     summaries over 10^6 records (n·m / 2^53), and would only mis-title a session."""
-    digest = hashlib.blake2b(uuid.encode("utf-8"), digest_size=8, person=b"recall-uuid").digest()
+    digest = blake2b(uuid.encode("utf-8"), digest_size=8, person=b"recall-uuid").digest()
     return int.from_bytes(digest, "big") >> (64 - UUID_KEY_BITS)
 
 

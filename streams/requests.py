@@ -5,8 +5,7 @@ a face's search options made one PROTOCOL §3.2 request, and a request from keyw
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 _CAMEL = {"session_filters": "sessionFilters", "event_filters": "eventFilters",
           "session_id": "sessionId"}
@@ -24,12 +23,12 @@ def build_request(query: str | None, request: Mapping[str, Any] | None,
     return out
 
 
-@dataclass(frozen=True, slots=True)
-class SearchOptions:
+class SearchOptions(NamedTuple):
     """A search as the faces take it (CLI options, MCP tool arguments, the web form), made one
-    PROTOCOL §3.2 request by `search_request`. Times are epoch ms (a fraction: finer); an empty or None option asks
-    for nothing. With `session_id` the search is within that session and the session options
-    do not apply."""
+    PROTOCOL §3.2 request by `search_request`. Times are epoch ms (a fraction: finer); an empty
+    or None option asks for nothing. With `session_id` the search is within that session and
+    the session options do not apply. (A NamedTuple, changed with `_replace`: a dataclass
+    compiles its generated methods as its module loads, at every command's start.)"""
 
     query: str | None = None
     session_id: str | None = None

@@ -9,9 +9,8 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 PREFIX = "RECALL_"
 
@@ -68,11 +67,14 @@ FIELDS: dict[str, Int | Bool] = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class LightSettings:
-    """The fields of `Settings` a read uses, with its defaults."""
+class LightSettings(NamedTuple):
+    """The fields of `Settings` a read uses, with its defaults (`light_settings` gives the
+    first three theirs: `default_data_dir()` and no redaction rules of its own). A NamedTuple:
+    a dataclass compiles its generated methods as its module loads, at every command's start."""
 
-    data_dir: Path = field(default_factory=default_data_dir)
+    data_dir: Path
+    redact_patterns: dict[str, str]  # (the reader takes no RECALL_REDACT_* rules: none)
+    redact_allow: list[str]
     shards: int = 8
     default_limit: int = 20
     max_limit: int = 100
@@ -84,8 +86,6 @@ class LightSettings:
     semantic: bool = False
     semantic_tool_output: bool = False
     redact: bool = True
-    redact_patterns: dict[str, str] = field(default_factory=dict)
-    redact_allow: list[str] = field(default_factory=list)
 
 
 def light_settings(environ: Mapping[str, str] | None = None,
@@ -117,4 +117,6 @@ def light_settings(environ: Mapping[str, str] | None = None,
         if not where or "\x00" in where:
             return None
         values["data_dir"] = Path(where)
-    return LightSettings(**values)
+    else:
+        values["data_dir"] = default_data_dir()
+    return LightSettings(redact_patterns={}, redact_allow=[], **values)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 from importlib.util import find_spec
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -11,6 +10,7 @@ from typing import TYPE_CHECKING
 from indexer import IndexConfig
 from indexer.semantic import fingerprint as semantic_fingerprint
 from projections.codec import dumps_sorted, loads
+from projections.hashing import sha256
 
 if TYPE_CHECKING:  # the read path's light settings have the same fields (no pydantic)
     from streams.core.settings import Settings
@@ -36,7 +36,7 @@ def index_config(settings: Settings, redaction: str | None = None) -> IndexConfi
 def _rules_source() -> str | None:
     """A digest of everything the rules are built from besides the settings: the detectors'
     module, the redaction engine and detect-secrets' version (None if one cannot be read)."""
-    digest = hashlib.sha256()
+    digest = sha256()
     try:
         for name in ("streams.core.detectors", "projections.redaction"):
             spec = find_spec(name)
@@ -49,7 +49,7 @@ def _rules_source() -> str | None:
         digest.update(Path(spec.origin).with_name("__version__.py").read_bytes())
     except OSError:
         return None
-    return digest.hexdigest()
+    return str(digest.hexdigest())
 
 
 def _fingerprint_key(settings: Settings) -> str | None:
@@ -57,8 +57,8 @@ def _fingerprint_key(settings: Settings) -> str | None:
     source = _rules_source()
     if source is None:
         return None
-    return hashlib.sha256(dumps_sorted([source, settings.redact_patterns,
-                                        settings.redact_allow])).hexdigest()
+    return str(sha256(dumps_sorted([source, settings.redact_patterns,
+                                    settings.redact_allow])).hexdigest())
 
 
 def kept_redaction_fingerprint(settings: Settings) -> str | None:

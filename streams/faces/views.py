@@ -111,7 +111,7 @@ def session_rows(records: Iterable[Mapping[str, Any]]) -> list[tuple[str, ...]]:
                      "live" if record.get("live") else "-", str(header.get("cwd") or "-"),
                      _collapsed(title) if isinstance(title, str) and title.strip()
                      else "untitled"))
-    if needs_escape("".join(cell for row in rows for cell in row)):
+    if needs_escape("".join(map("".join, rows))):
         return [(visible(i), visible(a), n, first, last, live, visible(cwd), visible(title))
                 for i, a, n, first, last, live, cwd, title in rows]
     return rows

@@ -150,7 +150,7 @@ def _sessions(command: Command, reader: Any) -> tuple[Any, list[str] | None]:
     from streams.faces import views
 
     rows = [views.SESSION_COLUMNS, *views.session_rows(listing)]
-    if not _plain([cell for row in rows for cell in row]):
+    if not _plain(list(map("".join, rows))):
         return listing, None  # rich measures and prints them
     return listing, _columns(rows)
 

@@ -10,7 +10,6 @@ reported as RECALL_INTERNAL_ERROR. Untrusted text is printed as data (streams/fa
 
 from __future__ import annotations
 
-import dataclasses
 import datetime
 import sys
 from collections.abc import Sequence
@@ -302,9 +301,9 @@ def search(ctx: click.Context, words: Sequence[str], surfaces: Sequence[str],
     if not words and "query" not in request:
         raise click.UsageError("missing QUERY: recall search QUERY... (the words to find)")
     with open_recall(ctx) as recall:
-        options = dataclasses.replace(
-            options, session_ids=[recall.resolve_session(s) for s in sessions],
-            cwd_trees=cwds, agents=agents)
+        options = options._replace(
+            session_ids=[recall.resolve_session(s) for s in sessions], cwd_trees=cwds,
+            agents=agents)
         request = search_request(options, request)
         page = recall.search_sessions(request=request)
     if as_json:

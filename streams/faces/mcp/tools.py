@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -169,7 +168,7 @@ class SessionTools:
 
         def fetch(cursor: str | None) -> Page:
             return self.recall.search_sessions(
-                request=search_request(dataclasses.replace(options, cursor=cursor)))
+                request=search_request(options._replace(cursor=cursor)))
 
         def accept(item: Mapping[str, Any]) -> bool:
             header = item.get("header") or {}
@@ -224,7 +223,7 @@ class SessionTools:
 
         def fetch(cursor: str | None) -> Page:
             page = self.recall.search_events(
-                request=search_request(dataclasses.replace(options, cursor=cursor)))
+                request=search_request(options._replace(cursor=cursor)))
             ws.recheck(target, page.get("session"))
             return page
 
