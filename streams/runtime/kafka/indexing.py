@@ -11,6 +11,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
+from aiokafka.errors import KafkaError
 
 from indexer import QueryService, ShardSet, SourceConflict
 from projections.errors import InputRejected, RecallError
@@ -85,6 +86,9 @@ class _ShardRequestsFromNow(ConsumerRebalanceListener):  # type: ignore[misc]
 #: (a rebuild's index role goes idle for moments while the fold catches up: merging then, again
 #: and again, would slow the reindex down).
 MERGE_QUIET_S = 2.0
+#: How long an indexer's set-up is asked again while a broker is lost (Kafka fences a dead
+#: broker within broker.session.timeout.ms, 9 s by default).
+SET_UP_RETRY_S = 60.0
 
 
 class DocumentIndexer:
@@ -156,14 +160,33 @@ class DocumentIndexer:
     def recorded(self, partition: int) -> int | None:
         return self.shards.tracking_position(position_source(self.topic, partition))
 
+    async def _set_up(self) -> None:
+        """The generation's topics and the fleet's cursor key, asked again while a broker is
+        lost (an admin request goes to any broker, the dead one too until it is fenced): a
+        generation's indexer starts beside the live one's, and its failure would restart the
+        whole index role, the live shards' answers with it."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + SET_UP_RETRY_S
+        while True:
+            try:
+                await ensure_fleet_topics(self.bootstrap, self.settings.topic_prefix,
+                                          **replication_options(self.settings))
+                await ensure_topics(self.bootstrap, self.topics,
+                                    names=[self.topics.documents, self.topics.shard_requests])
+                # Cursors must verify on any owner: sign with the fleet's key, not a local one.
+                self.shards.key = await fleet_cursor_key(self.bootstrap,
+                                                         self.settings.topic_prefix)
+                return
+            except KafkaError as exc:
+                if not exc.retriable or loop.time() >= deadline:
+                    raise
+                log.warning("setting up %s met a lost broker (%r): asking again",
+                            self.topics.documents, exc)
+                await asyncio.sleep(0.5)
+
     async def run(self, stop: asyncio.Event) -> None:
         """Index until `stop` is set."""
-        await ensure_fleet_topics(self.bootstrap, self.settings.topic_prefix,
-                                  **replication_options(self.settings))
-        await ensure_topics(self.bootstrap, self.topics,
-                            names=[self.topics.documents, self.topics.shard_requests])
-        # Cursors must verify on any owner: sign with the fleet's key, not a local one.
-        self.shards.key = await fleet_cursor_key(self.bootstrap, self.settings.topic_prefix)
+        await self._set_up()
         # A search never builds the substring index here: `shard.substring_build` does.
         self.query = QueryService(self.shards, build_substring=False)
         await self.producer.start()
