@@ -346,16 +346,16 @@ static int scan_varint(const unsigned char *p, const unsigned char *end, sqlite3
  * it): the byte after it. */
 #define DOCLIST_PAD 16
 static inline const unsigned char *doclist_varint(const unsigned char *p, sqlite3_uint64 *v) {
-  if (!(p[0] & 0x80)) {
-    *v = p[0];
-    return p + 1;
-  }
-  if (!(p[1] & 0x80)) {
-    *v = ((sqlite3_uint64)(p[0] & 0x7f) << 7) | p[1];
-    return p + 2;
+  unsigned int b0 = p[0], b1 = p[1];
+  if (!(b0 & b1 & 0x80)) {
+    /* One or two bytes, without a branch on which: rowid deltas are about as often one as
+     * the other, and a mispredicted branch per entry was most of a long walk's time. */
+    unsigned int two = b0 >> 7;
+    *v = ((sqlite3_uint64)(b0 & 0x7f) << (7 * two)) | (b1 & (0u - two));
+    return p + 1 + two;
   }
   if (!(p[2] & 0x80)) {
-    *v = ((sqlite3_uint64)(p[0] & 0x7f) << 14) | ((sqlite3_uint64)(p[1] & 0x7f) << 7) | p[2];
+    *v = ((sqlite3_uint64)(b0 & 0x7f) << 14) | ((sqlite3_uint64)(b1 & 0x7f) << 7) | p[2];
     return p + 3;
   }
   return p + scan_varint(p, p + 9, v);
@@ -599,11 +599,21 @@ typedef struct {
   sqlite3_int64 pos;
   int mark;
   sqlite3_int64 next_mark; /* marks[mark], or past the end */
+  sqlite3_int64 ahead;     /* the rowid stored at marks[mark], or past any rowid */
   sqlite3_int64 rowid;
   const unsigned char *list; /* the current entry's position list */
   int nlist;
   int eof;
 } Reader;
+
+/* The rowid stored whole at mark m. */
+static inline sqlite3_int64 mark_rowid(const Doclist *d, int m) {
+  sqlite3_uint64 value;
+  doclist_varint(d->buf + d->marks[m], &value);
+  return (sqlite3_int64)value;
+}
+
+#define NO_ROWID ((sqlite3_int64)(((sqlite3_uint64)1 << 63) - 1))
 
 /* The next entry: 1, 0 at the end, -1 on what this reader does not expect. */
 static inline int reader_next(Reader *r) {
@@ -620,7 +630,13 @@ static inline int reader_next(Reader *r) {
     if (at != r->next_mark) return -1; /* an entry across a stored rowid */
     r->rowid = (sqlite3_int64)value;
     r->mark++;
-    r->next_mark = r->mark < d->nmarks ? d->marks[r->mark] : d->n + 1;
+    if (r->mark < d->nmarks) {
+      r->next_mark = d->marks[r->mark];
+      r->ahead = mark_rowid(d, r->mark);
+    } else {
+      r->next_mark = d->n + 1;
+      r->ahead = NO_ROWID;
+    }
   } else {
     if (value == 0 || at == 0) return -1;
     r->rowid += (sqlite3_int64)value;
@@ -634,32 +650,28 @@ static inline int reader_next(Reader *r) {
   return 1;
 }
 
-/* The rowid stored whole at mark m. */
-static inline sqlite3_int64 mark_rowid(const Doclist *d, int m) {
-  sqlite3_uint64 value;
-  doclist_varint(d->buf + d->marks[m], &value);
-  return (sqlite3_int64)value;
-}
-
 /* Advance to the first entry at or past `target` (1, 0 at the end, -1 as reader_next). Each
  * leaf page's first rowid is stored whole (a mark), so a target pages ahead — a phrase of a
  * rare and a common token — is reached by a binary search over the marks, not entry by entry
  * (what FTS5's doclist index does). */
-static int reader_seek(Reader *r, sqlite3_int64 target) {
+static void reader_jump(Reader *r, sqlite3_int64 target) {
   const Doclist *d = r->d;
+  int lo = r->mark, hi = d->nmarks - 1; /* the last mark at or before target */
+  while (lo < hi) {
+    int mid = lo + (hi - lo + 1) / 2;
+    if (mark_rowid(d, mid) <= target) lo = mid;
+    else hi = mid - 1;
+  }
+  r->mark = lo;
+  r->pos = d->marks[lo];
+  r->next_mark = d->marks[lo];
+  r->ahead = mark_rowid(d, lo);
+}
+
+static inline int reader_seek(Reader *r, sqlite3_int64 target) {
   int k = 1;
   if (r->rowid >= target && r->pos > 0) return 1;
-  if (r->mark < d->nmarks && mark_rowid(d, r->mark) <= target) {
-    int lo = r->mark, hi = d->nmarks - 1; /* the last mark at or before target */
-    while (lo < hi) {
-      int mid = lo + (hi - lo + 1) / 2;
-      if (mark_rowid(d, mid) <= target) lo = mid;
-      else hi = mid - 1;
-    }
-    r->mark = lo;
-    r->pos = d->marks[lo];
-    r->next_mark = d->marks[lo];
-  }
+  if (r->ahead <= target) reader_jump(r, target); /* (the next leaf page's first rowid) */
   while ((r->rowid < target || r->pos == 0) && (k = reader_next(r)) > 0) {
   }
   return k;
@@ -762,9 +774,26 @@ static int scan_phrase_count(Reader *r, int ntok, int **pos, int *cap) {
   return count;
 }
 
+/* A connection's doclist buffers, kept from one recall_scan to the next (up to SCAN_KEEP bytes
+ * each): copying a long doclist into fresh memory cost as much in page faults and regrowth as
+ * in the copy itself. A call while they are in use (a nested one) copies into its own. */
+#define SCAN_KEEP (8 << 20)
+typedef struct {
+  int busy;
+  Doclist lists[SCAN_MAX_TOKENS];
+} ScanCache;
+
+static void scan_cache_destroy(void *p) {
+  ScanCache *cache = (ScanCache *)p;
+  int t;
+  for (t = 0; t < SCAN_MAX_TOKENS; t++) doclist_free(&cache->lists[t]);
+  sqlite3_free(cache);
+}
+
 static void recall_scan(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   sqlite3 *db = sqlite3_context_db_handle(ctx);
-  Doclist lists[SCAN_MAX_TOKENS];
+  ScanCache *cache = (ScanCache *)sqlite3_user_data(ctx);
+  Doclist own[SCAN_MAX_TOKENS], *lists = own;
   Reader r[SCAN_MAX_TOKENS];
   int *pos[SCAN_MAX_TOKENS], cap[SCAN_MAX_TOKENS];
   unsigned char key[SCAN_MAX_TERM + 1];
@@ -787,7 +816,14 @@ static void recall_scan(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     sqlite3_result_error_code(ctx, rc);
     return;
   }
-  memset(lists, 0, sizeof(lists));
+  if (cache != 0 && !cache->busy) {
+    cache->busy = 1;
+    lists = cache->lists;
+    for (t = 0; t < SCAN_MAX_TOKENS; t++) lists[t].n = lists[t].nmarks = 0;
+  } else {
+    cache = 0;
+    memset(own, 0, sizeof(own));
+  }
   memset(r, 0, sizeof(r));
   memset(pos, 0, sizeof(pos));
   memset(cap, 0, sizeof(cap));
@@ -807,6 +843,7 @@ static void recall_scan(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     else if (lists[t].n == 0) empty = 1;
     r[t].d = &lists[t];
     r[t].next_mark = lists[t].nmarks > 0 ? lists[t].marks[0] : lists[t].n + 1;
+    r[t].ahead = lists[t].nmarks > 0 ? mark_rowid(&lists[t], 0) : NO_ROWID;
   }
   if (bad) goto cleanup; /* NULL */
   top.size = (int)size;
@@ -828,39 +865,56 @@ static void recall_scan(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
       }
       if (k != 0) bad = 1;
     } else {
+      /* The rarest token's list drives the walk. A row whose driving list alone bounds its
+       * count below entering the full heap (top_beyond) is passed without reading the other
+       * lists there: they advance only to rows that may enter, and a row leaf pages ahead is
+       * reached by reader_seek's binary search over the marks. Only rows the full walk would
+       * also pass unkept are passed, in the same rowid order, so the heap is the same. */
+      int drive = 0;
+      for (t = 1; t < ntok; t++)
+        if (lists[t].n < lists[drive].n) drive = t;
       for (t = 0; t < ntok && !bad; t++)
         if (reader_next(&r[t]) < 0) bad = 1;
       while (!bad) {
-        sqlite3_int64 target = r[0].rowid;
+        sqlite3_int64 at = r[drive].rowid, target = at;
         int same = 1, k = 1;
-        for (t = 0; t < ntok; t++) {
-          if (r[t].eof) break;
-          if (r[t].rowid > target) target = r[t].rowid;
-        }
-        if (t < ntok) break; /* one token has no more rows */
-        for (t = 0; t < ntok && k > 0; t++) {
-          if (r[t].rowid < target) k = reader_seek(&r[t], target);
-          if (k > 0 && r[t].rowid != target) same = 0;
-        }
-        if (k < 0) bad = 1;
-        if (k <= 0) break;
-        if (!same) continue;
-        {
-          int count, most = r[0].nlist;
-          for (t = 1; t < ntok; t++)
-            if (r[t].nlist < most) most = r[t].nlist;
-          if (top_beyond(&top, target, most)) {
-            count = 0; /* (cannot enter the heap: skip its positions) */
-          } else {
-            count = scan_phrase_count(r, ntok, pos, cap);
+        if (r[drive].eof) break;
+        if (!top_beyond(&top, at, r[drive].nlist)) {
+          for (t = 0; t < ntok && k > 0; t++) {
+            if (t == drive) continue;
+            if (r[t].eof) k = 0;
+            else if (r[t].rowid < at) k = reader_seek(&r[t], at);
+            if (k > 0 && r[t].rowid != at) {
+              same = 0;
+              if (r[t].rowid > target) target = r[t].rowid;
+            }
           }
-          if (count < 0) {
-            bad = 1;
-            break;
+          if (k < 0) bad = 1;
+          if (k <= 0) break;
+          if (!same) { /* no row of them all before target */
+            if ((k = reader_seek(&r[drive], target)) <= 0) {
+              if (k < 0) bad = 1;
+              break;
+            }
+            continue;
           }
-          if (count > 0) top_keep(&top, target, count);
+          {
+            int count, most = r[0].nlist;
+            for (t = 1; t < ntok; t++)
+              if (r[t].nlist < most) most = r[t].nlist;
+            if (top_beyond(&top, at, most)) {
+              count = 0; /* (cannot enter the heap: skip its positions) */
+            } else {
+              count = scan_phrase_count(r, ntok, pos, cap);
+            }
+            if (count < 0) {
+              bad = 1;
+              break;
+            }
+            if (count > 0) top_keep(&top, at, count);
+          }
         }
-        if ((k = reader_next(&r[0])) <= 0) {
+        if ((k = reader_next(&r[drive])) <= 0) {
           if (k < 0) bad = 1;
           break;
         }
@@ -891,9 +945,10 @@ error:
 cleanup:
   sqlite3_free(top.heap);
   for (t = 0; t < SCAN_MAX_TOKENS; t++) {
-    doclist_free(&lists[t]);
+    if (cache == 0 || lists[t].cap > SCAN_KEEP) doclist_free(&lists[t]);
     sqlite3_free(pos[t]);
   }
+  if (cache != 0) cache->busy = 0;
 }
 
 /* recall_scan_pages(token, ...): how many leaf pages the largest of the tokens' doclists
@@ -948,6 +1003,7 @@ __declspec(dllexport)
 int sqlite3_matchcount_v3_init(sqlite3 *db, char **error, const sqlite3_api_routines *routines) {
   fts5_api *fts = 0;
   sqlite3_stmt *stmt = 0;
+  ScanCache *cache;
   Slot *slot;
   int rc;
   (void)error;
@@ -963,7 +1019,12 @@ int sqlite3_matchcount_v3_init(sqlite3 *db, char **error, const sqlite3_api_rout
   if (rc != SQLITE_OK) return rc;
   rc = fts->xCreateFunction(fts, "recall_top", 0, recall_top, 0);
   if (rc != SQLITE_OK) return rc;
-  rc = sqlite3_create_function_v2(db, "recall_scan", -1, SQLITE_UTF8, 0, recall_scan, 0, 0, 0);
+  cache = (ScanCache *)sqlite3_malloc(sizeof(ScanCache));
+  if (cache == 0) return SQLITE_NOMEM;
+  memset(cache, 0, sizeof(*cache));
+  /* (SQLite calls scan_cache_destroy when the function goes, also if this call fails) */
+  rc = sqlite3_create_function_v2(db, "recall_scan", -1, SQLITE_UTF8, cache, recall_scan, 0, 0,
+                                  scan_cache_destroy);
   if (rc != SQLITE_OK) return rc;
   rc = sqlite3_create_function_v2(db, "recall_scan_pages", -1, SQLITE_UTF8, 0, recall_scan_pages,
                                   0, 0, 0);

@@ -77,6 +77,21 @@ def test_scan_of_one_segment_equals_recall_top(docs: list[tuple[int, str]], quer
 
 
 @compiled_only
+@settings(max_examples=60, deadline=None)
+@given(_docs, st.lists(st.tuples(_query, st.integers(1, 70)), min_size=2, max_size=6),
+       st.sampled_from([64, 200]))
+def test_scans_in_turn_on_one_connection_each_equal_recall_top(
+        docs: list[tuple[int, str]], asks: list[tuple[str, int]], page_size: int) -> None:
+    # (the connection keeps its doclist buffers from one scan to the next: a shorter list
+    # after a longer one must not read the longer one's leftovers)
+    conn = _table(docs, page_size=page_size)
+    for query, size in asks:
+        got = _scan(conn, query, size)
+        if got is not None:
+            assert got == _top(conn, query, size)
+
+
+@compiled_only
 @settings(max_examples=40, deadline=None)
 @given(_docs.filter(lambda d: len(d) >= 2), _query)
 def test_scan_of_several_segments_leaves_the_answer_to_recall_top(
