@@ -60,7 +60,8 @@ N = 200,000 events (+800 headers), native JSONL, ~60 MB.
    REINDEX_RUNS (3) reindexes in a row (generations 2, 3, 4; `reindex_build_s_min`/`_max`:
    their spread, ±0.5 s between consecutive runs). The worker runs with
    RECALL_SNAPSHOT_RETENTION_S=1 (the least it takes) and each run waits until the generation it retired is deleted
-   (its documents topic gone, ~10 s), so every build starts from the same broker state: the
+   (its documents topic gone, ~15 s: once no index role reads it, streams.runtime.kafka.lineup
+   TOPICS_KEPT_S), so every build starts from the same broker state: the
    events and the live generation (noida-db rewrites all it stores every ~2 s, so retired
    generations kept for the default 300 s made each later build slower). Where a build's CPU
    goes (medians over the runs; sampled every 0.25 s, from the call to the sample nearest the
@@ -152,8 +153,8 @@ EMBEDDED_RUNS = 3
 REINDEX_RUNS = 3
 #: The generation the replay after them makes live.
 REPLAY_GENERATION = 2 + REINDEX_RUNS
-#: Retired generations are deleted as soon as the index role stops answering from them (10 s
-#: after their switch), and each reindex waits for that: every build then starts from the
+#: Retired generations are deleted as soon as no index role reads them any more (~15 s after
+#: their switch), and each reindex waits for that: every build then starts from the
 #: same broker state (the events, the live generation). noida-db rewrites its whole data file
 #: every ~2 s while anything changes, so each retired documents topic kept (the default
 #: window is 300 s) made each later build slower: 5.9, 6.4, 6.6 s in one run.

@@ -20,6 +20,7 @@ fold's under faust.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -236,6 +237,11 @@ class PartitionLoop:
         for records, upto in admitted.chunks(self.max_lines):
             await self.processor.process(records, upto)
             self.positions.advance(upto)
+            # The index consumer's shard writes do not yield: a fetch of a whole backlog
+            # written in one go held its loop for longer than the session timeout on a busy
+            # machine (no heartbeat went out; the group expelled the member mid-build). Between
+            # runs the consumer's heartbeats and fetches go on.
+            await asyncio.sleep(0)
         self.stats["processed"] += len(admitted.records)
         if self.commit and (admitted.upto or self._placed):
             await self._commit({**self._placed, **admitted.upto})
