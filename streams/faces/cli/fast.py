@@ -108,7 +108,10 @@ def _plain(lines: list[str]) -> bool:
     """Whether printing `lines` as they are is what rich prints."""
     if sys.stdout.isatty() or any(os.environ.get(name) is not None for name in _RICH_ENV):
         return False
-    return _PLAIN.fullmatch("".join(lines)) is not None  # one character class: one scan
+    text = "".join(lines)
+    if text.isascii() and text.isprintable():  # printable ASCII: two scans in C, no pattern
+        return True
+    return _PLAIN.fullmatch(text) is not None  # one character class: one scan
 
 
 def _search(command: Command, reader: Any) -> tuple[Any, list[list[tuple[str, str]]]]:
