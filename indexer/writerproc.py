@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import select
 import struct
 import subprocess
 import sys
@@ -161,6 +162,12 @@ class WriterProcess:
         if answer[0] == "ok":
             return answer[1]
         raise _error_from(answer[1])
+
+    def ready(self) -> bool:
+        # The child writes one answer per request and nothing after it, so nothing of it can
+        # wait in the reader's buffer: the pipe says whether it is in.
+        assert self._proc.stdout is not None
+        return bool(select.select([self._proc.stdout], [], [], 0)[0])
 
     def write(self, records: Sequence[IndexRecord], positions: Mapping[str, int]) -> bool:
         self.send(self.prepare(records, positions))

@@ -4,6 +4,7 @@ kept, errors reach the caller with everything before them committed."""
 from __future__ import annotations
 
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -109,6 +110,11 @@ class _Remote:
         assert self.release.acquire(timeout=5)
         return self._outcome()
 
+    answered = False
+
+    def ready(self) -> bool:
+        return self.answered
+
     def _outcome(self) -> bool:
         request = self.sent[-1]
         if self.fail is not None and self.fail in request:
@@ -149,3 +155,24 @@ def test_an_overlapped_failure_is_retried_batch_by_batch_and_sends_nothing_after
         writer.close()
     assert remote.sent == [["a", "bad", "c"], ["a"], ["bad"]]
     assert remote.written == [["a"]]
+
+
+def test_a_group_waits_for_more_batches_while_the_one_before_is_applied(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(indexer.pipeline, "GROUP_WAIT_S", 0.01)
+    remote = _Remote()
+    writer = WriterThread(remote.write, overlapped=remote)
+    writer.submit(texts_session("a", ["x"]), {"a": 1})
+    deadline = time.monotonic() + 5
+    while not remote.sent and time.monotonic() < deadline:
+        time.sleep(0.005)
+    writer.submit(texts_session("b", ["y"]), {"b": 1})
+    time.sleep(0.2)  # far past GROUP_WAIT_S, and a is still unanswered
+    writer.submit(texts_session("c", ["z"]), {"c": 1})
+    time.sleep(0.05)
+    assert remote.sent == [["a"]]
+    remote.answered = True
+    remote.release.release()
+    remote.release.release()
+    writer.close()
+    assert remote.written == [["a"], ["b", "c"]]
