@@ -775,8 +775,9 @@ static int scan_phrase_count(Reader *r, int ntok, int **pos, int *cap) {
 }
 
 /* A connection's doclist buffers, kept from one recall_scan to the next (up to SCAN_KEEP bytes
- * each): copying a long doclist into fresh memory cost as much in page faults and regrowth as
- * in the copy itself. A call while they are in use (a nested one) copies into its own. */
+ * in all, so a search process holds at most that much per shard connection): copying a long
+ * doclist into fresh memory cost as much in page faults and regrowth as in the copy itself. A
+ * call while they are in use (a nested one) copies into its own. */
 #define SCAN_KEEP (8 << 20)
 typedef struct {
   int busy;
@@ -794,6 +795,7 @@ static void recall_scan(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   sqlite3 *db = sqlite3_context_db_handle(ctx);
   ScanCache *cache = (ScanCache *)sqlite3_user_data(ctx);
   Doclist own[SCAN_MAX_TOKENS], *lists = own;
+  sqlite3_int64 kept = 0;
   Reader r[SCAN_MAX_TOKENS];
   int *pos[SCAN_MAX_TOKENS], cap[SCAN_MAX_TOKENS];
   unsigned char key[SCAN_MAX_TERM + 1];
@@ -945,7 +947,8 @@ error:
 cleanup:
   sqlite3_free(top.heap);
   for (t = 0; t < SCAN_MAX_TOKENS; t++) {
-    if (cache == 0 || lists[t].cap > SCAN_KEEP) doclist_free(&lists[t]);
+    if (cache != 0 && kept + lists[t].cap <= SCAN_KEEP) kept += lists[t].cap;
+    else doclist_free(&lists[t]);
     sqlite3_free(pos[t]);
   }
   if (cache != 0) cache->busy = 0;
