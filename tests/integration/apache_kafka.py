@@ -349,7 +349,7 @@ def start_cluster(work_dir: Path, nodes: int = 1, *, replication_factor: int | N
         node = KafkaNode(node_id, ports[node_id][0], ports[node_id][1], config,
                          work_dir / f"node-{node_id}.log",
                          [*wrap, *jvm, "kafka.Kafka", str(config)], host=host)
-        fmt = subprocess.run([*jvm, "kafka.tools.StorageTool", "format", "-t", cluster.cluster_id,
+        fmt = subprocess.run([*jvm, "kafka.tools.StorageTool", "format", f"--cluster-id={cluster.cluster_id}",
                               "-c", str(config)], capture_output=True, timeout=120)
         node.log_path.write_bytes(fmt.stdout + fmt.stderr)
         if fmt.returncode != 0:
