@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 from streams.core.envsettings import LightSettings
 
 if TYPE_CHECKING:
-    from indexer import QueryService, ShardSet
+    from indexer import ShardSet
+    from indexer.reads import SessionReads
 
 
 def index_build_progress(shard: int, done: int, total: int) -> None:
@@ -32,11 +33,11 @@ def index_build_progress(shard: int, done: int, total: int) -> None:
 class Reader:
     """`Recall`'s read operations over one open generation (closed with `close`)."""
 
-    def __init__(self, shards: ShardSet, query: QueryService) -> None:
+    def __init__(self, shards: ShardSet, query: SessionReads) -> None:
         self._shards = shards
         self._query = query
 
-    def query(self) -> QueryService:
+    def query(self) -> SessionReads:
         return self._query
 
     def call(self, op: str, args: Mapping[str, Any]) -> Any:
@@ -59,7 +60,9 @@ class Reader:
                                                             limit=limit)))
 
     def close(self) -> None:
-        self._query.close()
+        close = getattr(self._query, "close", None)  # (the query service's search lanes)
+        if close is not None:
+            close()
         self._shards.close()
 
 
@@ -71,13 +74,15 @@ def _private_dir(path: Path) -> bool:
     return stat.S_ISDIR(mode) and not mode & 0o077
 
 
-def open_reader(settings: LightSettings) -> Reader | None:
-    """A reader of the live generation, or None when opening it is more than a plain read."""
+def open_reader(settings: LightSettings, *, search: bool = True) -> Reader | None:
+    """A reader of the live generation, or None when opening it is more than a plain read.
+    Without `search` it answers the session reads only (a listing), and the search modules
+    (ranking, snippets, cursors, vectors) stay unloaded."""
     data = Path(settings.data_dir)
     root = data / "index"
     if not _private_dir(data) or not _private_dir(root) or (data / "index-pending").exists():
         return None
-    from indexer import QueryService, ShardSet
+    from indexer import ShardSet
     from indexer.routing import shard_file_name
     from streams.core.indexconfig import index_config, kept_redaction_fingerprint
     from streams.runtime.embedded.generations import live_generation
@@ -97,6 +102,12 @@ def open_reader(settings: LightSettings) -> Reader | None:
                           key_dir=root, read_only=True)
     except Exception:  # damaged, outdated, another config: the full path says what and acts
         return None
+    if not search:
+        from indexer.reads import SessionReads
+
+        return Reader(shards, SessionReads(shards, shards.config))
+    from indexer import QueryService
+
     # one search per process: its lanes need no kept pool
     return Reader(shards, QueryService(shards, progress=index_build_progress,
                                        keep_threads=False))

@@ -182,7 +182,7 @@ def run(argv: Sequence[str]) -> int | None:
     from streams.facade_read import open_reader
 
     try:
-        reader = open_reader(settings)
+        reader = open_reader(settings, search=command.name == "search")
     except Exception:
         return None
     if reader is None:
