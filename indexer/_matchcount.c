@@ -237,24 +237,12 @@ typedef struct {
   Entry *heap;
 } Top;
 
+static void top_keep(Top *top, sqlite3_int64 rowid, int count);
+
 static int top_visit(const Fts5ExtensionApi *api, Fts5Context *fts, void *user) {
-  Top *top = (Top *)user;
-  Entry e;
   int count = 0, rc = count_matches(api, fts, &count);
   if (rc != SQLITE_OK) return rc;
-  e.rowid = api->xRowid(fts);
-  e.score = (sqlite3_int64)count * (LENGTH_MASK + 1) + (LENGTH_MASK - (e.rowid & LENGTH_MASK));
-  if (top->used < top->size) {
-    int i = top->used++, parent;
-    while (i > 0 && top->heap[parent = (i - 1) / 2].score > e.score) {
-      top->heap[i] = top->heap[parent];
-      i = parent;
-    }
-    top->heap[i] = e;
-  } else if (e.score > top->heap[0].score) {
-    top->heap[0] = e;
-    floor_sift_down(top->heap, top->used, 0);
-  }
+  top_keep((Top *)user, api->xRowid(fts), count);
   return SQLITE_OK;
 }
 
