@@ -55,6 +55,7 @@ class _Conn:
 def test_a_fenced_broker_that_answers_nothing_is_let_go_at_the_next_metadata(
         monkeypatch: pytest.MonkeyPatch, stalled_first: bool) -> None:
     seam.install()
+    monkeypatch.setattr(AIOKafkaClient, "_metadata_update", seam._metadata_update_letting_go)
     monkeypatch.setattr(seam, "METADATA_WAIT_S", 0.05)
     monkeypatch.setattr(seam.random, "shuffle",
                         lambda nodes: nodes.sort(reverse=stalled_first))
@@ -80,6 +81,7 @@ def test_a_fenced_broker_that_answers_nothing_is_let_go_at_the_next_metadata(
 
 def test_a_broker_still_listed_keeps_its_connections(monkeypatch: pytest.MonkeyPatch) -> None:
     seam.install()
+    monkeypatch.setattr(AIOKafkaClient, "_metadata_update", seam._metadata_update_letting_go)
     monkeypatch.setattr(seam, "METADATA_WAIT_S", 0.05)
 
     async def run() -> tuple[bool, _Conn]:
