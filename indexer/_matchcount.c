@@ -239,6 +239,23 @@ typedef struct {
 
 static void top_keep(Top *top, sqlite3_int64 rowid, int count);
 
+/* The kept rows as the packed answer, best first: pop the worst key each time and fill from
+   the end (16 bytes a row: score, rowid, little-endian). Empties the heap. */
+static void pack_top(Top *top, unsigned char *out) {
+  int i;
+  for (i = top->used - 1; i >= 0; i--) {
+    Entry worst = top->heap[0];
+    int b, n = i;
+    top->heap[0] = top->heap[n];
+    if (n > 0) floor_sift_down(top->heap, n, 0);
+    for (b = 0; b < 8; b++) {
+      out[16 * i + b] = (unsigned char)((sqlite3_uint64)worst.score >> (8 * b));
+      out[16 * i + 8 + b] = (unsigned char)((sqlite3_uint64)worst.rowid >> (8 * b));
+    }
+  }
+}
+
+
 static int top_visit(const Fts5ExtensionApi *api, Fts5Context *fts, void *user) {
   int count = 0, rc = count_matches(api, fts, &count);
   if (rc != SQLITE_OK) return rc;
@@ -251,7 +268,7 @@ static void recall_top(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_co
   Top top;
   sqlite3_int64 size;
   unsigned char *out;
-  int rc, i;
+  int rc;
   if (argc != 1) {
     sqlite3_result_error(ctx, "recall_top(fts, k) takes one argument after the table", -1);
     return;
@@ -282,17 +299,7 @@ static void recall_top(const Fts5ExtensionApi *api, Fts5Context *fts, sqlite3_co
     sqlite3_result_error_code(ctx, rc);
     return;
   }
-  /* Pop the worst key each time and fill from the end: best first. */
-  for (i = top.used - 1; i >= 0; i--) {
-    Entry worst = top.heap[0];
-    int b, n = i;
-    top.heap[0] = top.heap[n];
-    if (n > 0) floor_sift_down(top.heap, n, 0);
-    for (b = 0; b < 8; b++) {
-      out[16 * i + b] = (unsigned char)((sqlite3_uint64)worst.score >> (8 * b));
-      out[16 * i + 8 + b] = (unsigned char)((sqlite3_uint64)worst.rowid >> (8 * b));
-    }
-  }
+  pack_top(&top, out);
   sqlite3_free(top.heap);
   sqlite3_result_blob(ctx, out, (int)(16 * (sqlite3_int64)top.used), sqlite3_free);
 }
@@ -790,7 +797,7 @@ static void recall_scan(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
   Top top;
   sqlite3_int64 size;
   unsigned char *out = 0;
-  int ntok = argc - 1, segid = 0, first = 0, last = 0, rc, t, i, bad = 0, empty = 0;
+  int ntok = argc - 1, segid = 0, first = 0, last = 0, rc, t, bad = 0, empty = 0;
   if (argc < 2 || ntok > SCAN_MAX_TOKENS) return; /* NULL: recall_top answers */
   size = sqlite3_value_int64(argv[0]);
   if (size < 1 || size > MAX_FLOOR) {
@@ -917,17 +924,7 @@ static void recall_scan(sqlite3_context *ctx, int argc, sqlite3_value **argv) {
     rc = SQLITE_NOMEM;
     goto error;
   }
-  /* Pop the worst key each time and fill from the end: best first (as recall_top). */
-  for (i = top.used - 1; i >= 0; i--) {
-    Entry worst = top.heap[0];
-    int b, n = i;
-    top.heap[0] = top.heap[n];
-    if (n > 0) floor_sift_down(top.heap, n, 0);
-    for (b = 0; b < 8; b++) {
-      out[16 * i + b] = (unsigned char)((sqlite3_uint64)worst.score >> (8 * b));
-      out[16 * i + 8 + b] = (unsigned char)((sqlite3_uint64)worst.rowid >> (8 * b));
-    }
-  }
+  pack_top(&top, out);
   sqlite3_result_blob(ctx, out, (int)(16 * (sqlite3_int64)top.used), sqlite3_free);
   goto cleanup;
 error:
