@@ -24,13 +24,20 @@ def test_sizes_reject_a_size_that_is_not_whole_sessions(monkeypatch: pytest.Monk
         scale.sizes()
 
 
-def test_a_tiny_scale_run_reports_every_figure_and_draws_the_curves(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.fixture
+def tiny(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A one-size run of 1,000 events (two sessions) and one giant of 600, in `tmp_path`,
+    without plots."""
     monkeypatch.setenv("RECALL_BENCH_DIR", str(tmp_path / "bench"))
     monkeypatch.setenv("RECALL_BENCH_SCALE_SIZES", "1000")
     monkeypatch.setenv("RECALL_BENCH_GIANTS", "1")
     monkeypatch.setenv("RECALL_BENCH_GIANT_EVENTS", "600")
     monkeypatch.setenv("RECALL_BENCH_SCALE_PLOT", "0")
+
+
+@pytest.mark.usefixtures("tiny")
+def test_a_tiny_scale_run_reports_every_figure_and_draws_the_curves(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RECALL_BENCH_SCALE_QUERIES", "6")
     monkeypatch.setattr(scale, "RUNS", 1)
     # full collections before each timing steady the real run; here they only cost time
@@ -57,14 +64,10 @@ def test_a_tiny_scale_run_reports_every_figure_and_draws_the_curves(
         assert (tmp_path / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+@pytest.mark.usefixtures("tiny")
 def test_an_ingest_only_run_reports_the_ingest_figures_alone(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RECALL_BENCH_DIR", str(tmp_path / "bench"))
-    monkeypatch.setenv("RECALL_BENCH_SCALE_SIZES", "1000")
     monkeypatch.setenv("RECALL_BENCH_SCALE_ONLY", "ingest")
-    monkeypatch.setenv("RECALL_BENCH_GIANTS", "1")
-    monkeypatch.setenv("RECALL_BENCH_GIANT_EVENTS", "600")
-    monkeypatch.setenv("RECALL_BENCH_SCALE_PLOT", "0")
     out = scale.run()
     assert out["scale_ingest_events_per_s_1k"] > 0
     assert out["scale_ingest_peak_rss_mb_1k"] > 10
@@ -77,14 +80,10 @@ def test_an_ingest_only_run_reports_the_ingest_figures_alone(
     assert not (tmp_path / "bench" / "scale-data-1k").exists()
 
 
+@pytest.mark.usefixtures("tiny")
 def test_a_giant_only_run_reports_each_view_first_in_a_fresh_process(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RECALL_BENCH_DIR", str(tmp_path / "bench"))
-    monkeypatch.setenv("RECALL_BENCH_SCALE_SIZES", "1000")
+        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RECALL_BENCH_SCALE_ONLY", "giant")
-    monkeypatch.setenv("RECALL_BENCH_GIANTS", "1")
-    monkeypatch.setenv("RECALL_BENCH_GIANT_EVENTS", "600")
-    monkeypatch.setenv("RECALL_BENCH_SCALE_PLOT", "0")
     out = scale.run()
     for view in ("surface", "show", "events", "web", "trace", "trace_event"):
         assert out[f"giant_session_first_page_ms_{view}_1k"] > 0, view
@@ -94,13 +93,9 @@ def test_a_giant_only_run_reports_each_view_first_in_a_fresh_process(
     assert not any(k.startswith(("scale_", "list_sessions")) for k in out)
 
 
+@pytest.mark.usefixtures("tiny")
 def test_a_search_only_run_measures_a_kept_data_dir_without_ingesting(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("RECALL_BENCH_DIR", str(tmp_path / "bench"))
-    monkeypatch.setenv("RECALL_BENCH_SCALE_SIZES", "1000")
-    monkeypatch.setenv("RECALL_BENCH_GIANTS", "1")
-    monkeypatch.setenv("RECALL_BENCH_GIANT_EVENTS", "600")
-    monkeypatch.setenv("RECALL_BENCH_SCALE_PLOT", "0")
+        monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("RECALL_BENCH_SCALE_QUERIES", "6")
     monkeypatch.setenv("RECALL_BENCH_SCALE_ONLY", "search")
     with pytest.raises(SystemExit, match="RECALL_BENCH_SCALE_DATA"):
