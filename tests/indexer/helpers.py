@@ -52,3 +52,23 @@ def texts_session(sid: str, texts: list[str], created: int = 1000,
 def event_records(sid: str, state: SurfaceState,
                   events: list[dict[str, Any]]) -> tuple[SurfaceState, list[EventRecord]]:
     return fold_records(sid, state, events)
+
+
+def shortlist_small(monkeypatch: Any) -> list[int]:
+    """Sizes only a large index reaches, on a small one: the dense search shortlists a few
+    vectors (SHORTLIST 4) and fuses shallowly. Returns the shortlist sizes scored, in order."""
+    from indexer import dense
+
+    monkeypatch.setattr(dense, "SHORTLIST", 4)
+    monkeypatch.setattr(dense, "OVERSAMPLE", 1)
+    monkeypatch.setattr(dense, "DENSE_MIN", 1)
+    monkeypatch.setattr(dense, "FUSE_DEPTH", 1)
+    shortlisted: list[int] = []
+    real = dense._ShardVectors.scores_of
+
+    def spy(self: Any, picked: Any, query: Any) -> Any:
+        shortlisted.append(len(picked))
+        return real(self, picked, query)
+
+    monkeypatch.setattr(dense._ShardVectors, "scores_of", spy)
+    return shortlisted

@@ -17,7 +17,7 @@ from projections.fold import SurfaceState
 from projections.records import HeaderRecord, IndexRecord, fold_records
 from projections.redaction import Redactor, Rule
 
-from .helpers import assistant, header, session_records, texts_session, user
+from .helpers import assistant, header, session_records, shortlist_small, texts_session, user
 
 ON = semantic.fingerprint(True, False)
 Index = Callable[..., tuple[ShardSet, QueryService]]
@@ -276,40 +276,32 @@ def test_sign_bit_distances_count_the_differing_signs() -> None:
 
 TOPICS = ["the postgres migration", "a flaky CI runner", "the release notes", "lunch on friday",
           "the login page styles", "rotating the API keys", "a slow docker build"]
+#: Short messages over the topics: enough vectors for a shortlist of a few.
+MANY = [f"{verb} {topic} before the weekly sync" for verb in
+        ("we discussed", "please review", "I fixed", "someone broke", "let us plan")
+        for topic in TOPICS]
+
+
+def many_records() -> list[Any]:
+    return [*corpus_records(), *texts_session("dsh:many", MANY, created=2000)]
 
 
 def test_a_shortlisted_scan_orders_alike_whatever_the_shard_count(
         make_index: Index, monkeypatch: pytest.MonkeyPatch) -> None:
-    from indexer import dense
-
-    many = [f"{verb} {topic} before the weekly sync" for verb in
-            ("we discussed", "please review", "I fixed", "someone broke", "let us plan")
-            for topic in TOPICS]
-    records = [*corpus_records(), *texts_session("dsh:many", many, created=2000)]
+    records = many_records()
     query = {"query": "flaky login test", "mode": "semantic", "limit": 5}
     exact_shards, exact_service = make_index("exact", shards=2, semantic=ON)
     exact_shards.write_batch(records, {})
     exact = hits(exact_service.search_sessions({**query, "limit": 1}))
-    # a shortlist of a few vectors out of the ~40 (sizes that only a large index reaches)
-    monkeypatch.setattr(dense, "SHORTLIST", 4)
-    monkeypatch.setattr(dense, "OVERSAMPLE", 1)
-    monkeypatch.setattr(dense, "DENSE_MIN", 1)
-    monkeypatch.setattr(dense, "FUSE_DEPTH", 1)
-    shortlisted: list[int] = []
-    real = dense._ShardVectors.scores_of
-
-    def spy(self: Any, picked: Any, query: Any) -> Any:
-        shortlisted.append(len(picked))
-        return real(self, picked, query)
-
-    monkeypatch.setattr(dense._ShardVectors, "scores_of", spy)
+    # a shortlist of a few vectors out of the ~40
+    shortlisted = shortlist_small(monkeypatch)
     pages = []
     for name, count in (("one", 1), ("three", 3), ("four", 4)):
         shards, service = make_index(name, shards=count, semantic=ON)
         shards.write_batch(records, {})
         pages.append([hits(service.search_sessions({**query, "limit": 1})),
                       hits(service.search_sessions(query))])
-    vectors_in_all = len(many) + sum(len(texts) for texts in CORPUS.values())
+    vectors_in_all = len(MANY) + sum(len(texts) for texts in CORPUS.values())
     assert 0 < shortlisted[0] < vectors_in_all  # (the one-shard index's first search)
     assert pages[0] == pages[1] == pages[2]
     assert pages[0][0] == exact  # the best vector is in the shortlist
@@ -319,14 +311,8 @@ def test_a_hybrid_search_answers_alike_on_one_lane_and_on_several(
         make_index: Index, monkeypatch: pytest.MonkeyPatch) -> None:
     from indexer import dense
 
-    many = [f"{verb} {topic} before the weekly sync" for verb in
-            ("we discussed", "please review", "I fixed", "someone broke", "let us plan")
-            for topic in TOPICS]
-    records = [*corpus_records(), *texts_session("dsh:many", many, created=2000)]
-    monkeypatch.setattr(dense, "SHORTLIST", 4)  # (the sign-bit passes run, shard by shard)
-    monkeypatch.setattr(dense, "OVERSAMPLE", 1)
-    monkeypatch.setattr(dense, "DENSE_MIN", 1)
-    monkeypatch.setattr(dense, "FUSE_DEPTH", 1)
+    records = many_records()
+    shortlist_small(monkeypatch)  # (the sign-bit passes run, shard by shard)
     shards, service = make_index(shards=4, semantic=ON)
     shards.write_batch(records, {})
     pages = {}

@@ -22,7 +22,7 @@ from indexer.scatter import (
 from projections.codec import dumps, loads
 from projections.errors import SessionQueryError
 
-from .helpers import texts_session
+from .helpers import shortlist_small, texts_session
 
 ON = semantic.fingerprint(True, False)
 NOW = 10_000_000
@@ -110,19 +110,8 @@ def test_a_shortlisted_and_growing_scan_across_owners_equals_the_service(
         make_index: Index, monkeypatch: pytest.MonkeyPatch) -> None:
     # sizes only a large index reaches: a shortlist of a few of the ~120 vectors, and cuts so
     # small that the filters make them grow round after round
-    monkeypatch.setattr(dense, "SHORTLIST", 4)
-    monkeypatch.setattr(dense, "OVERSAMPLE", 1)
-    monkeypatch.setattr(dense, "DENSE_MIN", 1)
-    monkeypatch.setattr(dense, "FUSE_DEPTH", 1)
+    shortlisted = shortlist_small(monkeypatch)
     monkeypatch.setattr(dense, "GROW", 2)
-    shortlisted: list[int] = []
-    real = dense._ShardVectors.scores_of
-
-    def spy(self: Any, picked: Any, query: Any) -> Any:
-        shortlisted.append(len(picked))
-        return real(self, picked, query)
-
-    monkeypatch.setattr(dense._ShardVectors, "scores_of", spy)
     for count in (1, 4):
         shards, service = make_index(f"n{count}", shards=count, semantic=ON)
         shards.write_batch(records(), {})
