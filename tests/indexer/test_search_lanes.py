@@ -52,24 +52,3 @@ def test_own_threads_give_the_pages_of_sequential_and_pooled_searches(
         assert sum(len(p) for pages in sequential for p in pages) > 10
     finally:
         own.close()
-
-
-def test_own_threads_raise_the_first_shards_error(make_index: Any,
-                                                 monkeypatch: pytest.MonkeyPatch) -> None:
-    shards, _ = make_index(shards=4)
-    _fill(shards)
-    own = QueryService(shards, keep_threads=False)
-    monkeypatch.setattr(indexer.service, "PARALLEL_AFTER_S", 0.0)
-    calls = [(s.writer, s.epoch, {"shard": s.index}) for s in shards]
-
-    def fn(conn: Any, epoch: str, plan: dict[str, Any]) -> list[Any]:
-        if plan["shard"] >= 2:
-            raise RuntimeError(f"shard {plan['shard']}")
-        return [plan["shard"]]
-
-    try:
-        with pytest.raises(RuntimeError, match="shard 2"):
-            own._scatter(calls, fn)
-        assert own._scatter(calls[:2], fn) == [[0], [1]]
-    finally:
-        own.close()

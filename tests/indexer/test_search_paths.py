@@ -13,6 +13,7 @@ from contract import drain_pages
 
 import indexer.search
 import indexer.service
+from indexer import QueryService
 from indexer.scatter import Coordinator, answer_shard_search
 
 from .helpers import texts_session
@@ -91,10 +92,13 @@ def test_threaded_scatter_and_coordinator_equal_sequential(make_index: Any,
         assert remote == local
 
 
-def test_threaded_scatter_raises_the_first_shards_error(make_index: Any,
+@pytest.mark.parametrize("keep_threads", [True, False])
+def test_threaded_scatter_raises_the_first_shards_error(make_index: Any, keep_threads: bool,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
-    shards, service = make_index(shards=4)
+    """With a kept pool and with lanes of its own (a one-search process)."""
+    shards, pooled = make_index(shards=4)
     _fill(shards)
+    service = pooled if keep_threads else QueryService(shards, keep_threads=False)
     monkeypatch.setattr(indexer.service, "PARALLEL_AFTER_S", 0.0)
     calls = [(s.writer, s.epoch, {"shard": s.index}) for s in shards]
 
@@ -109,6 +113,8 @@ def test_threaded_scatter_raises_the_first_shards_error(make_index: Any,
     with pytest.raises(RuntimeError, match="shard 2"):  # no shard run alone first
         service._scatter(calls, fn, parallel=True)
     assert service._scatter(calls[:2], fn, parallel=True) == [[0], [1]]
+    if not keep_threads:
+        service.close()
 
 
 @pytest.mark.parametrize("floor", [1, 2, 3, 5])
