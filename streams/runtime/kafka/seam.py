@@ -11,15 +11,16 @@ Contract, once `install()` ran in the process (the worker's roles, `build_app`, 
 1. Idle consumers wait, busy ones do not. Each consumer's fetch wait follows how long it has
    been idle: `IDLE_FETCH_FLOOR_MS` right after a fetch that brought records, then a tenth
    (`IDLE_RAMP`) of the time since, up to the consumer's `fetch_max_wait_ms`. A broker that
-   long-polls (Kafka, tansu) does the waiting; one that answers an empty fetch at once
-   (noida-db, which would otherwise take a core in empty fetches) is followed by a client-side pause
-   for the rest of the wait. So a long-idle consumer fetches `1000 / fetch_max_wait_ms` times a
+   long-polls (Kafka) does the waiting; one that answers an empty fetch at once (noida-db,
+   which would otherwise take a core in empty fetches) is followed by a client-side pause for
+   the rest of the wait. So a long-idle consumer fetches `1000 / fetch_max_wait_ms` times a
    second, and one in the middle of an exchange (a request/reply burst) within
    a tenth of the gap since its last data. In a process that called `long_polls(True)` (the
-   worker's, on Kafka) the fetch *request* of an idle consumer may ask the broker to wait up
-   to `LONG_POLL_MS`, longer than `fetch_max_wait_ms`: a broker that long-polls answers it
-   when data arrives, and the client-side pause stays within `fetch_max_wait_ms`. `wake(consumer)` ends the pause of a consumer whose
-   data is about to come (a requester's reply consumer, when it sends).
+   worker's) the fetch *request* of an idle consumer may ask the broker to wait up to
+   `LONG_POLL_MS`, longer than `fetch_max_wait_ms`: a broker that long-polls answers it when
+   data arrives, and the client-side pause stays within `fetch_max_wait_ms`.
+   `wake(consumer)` ends the pause of a consumer whose data is about to come (a requester's
+   reply consumer, when it sends).
    [aiokafka private: `Fetcher._proc_fetch_request`, `Fetcher._fetch_max_wait_ms`,
    `AIOKafkaConsumer._fetcher`]
 2. A static group member leaves on a clean stop (aiokafka skips LeaveGroup for static
@@ -37,9 +38,10 @@ Contract, once `install()` ran in the process (the worker's roles, `build_app`, 
    fold's input partitions to the positions recorded in the fold table (`FaustFold.place`),
    and faust's commit bookkeeping starts from there.
    [faust: `Consumer.perform_seek` (patched), private `Consumer._committed_offset`]
-6. faust's worker consumer long-polls `FOLD_FETCH_WAIT_MS`, not its hard-coded 1500 ms
-   (tansu does not wake a long poll when data arrives, so each fold hop would wait it out),
-   and its fetch routine turns every `IDLE_TURN_MS` when idle, not every 200 ms.
+6. faust's worker consumer waits `FOLD_FETCH_WAIT_MS`, not its hard-coded 1500 ms: on Kafka
+   the worker's idle fetches ask for `LONG_POLL_MS` anyway (item 1), so this bounds only the
+   pause after an empty fetch noida-db answered at once (a record appended meanwhile waits
+   for it); and its fetch routine turns every `IDLE_TURN_MS` when idle, not every 200 ms.
    [faust: `AIOKafkaConsumerThread._create_worker_consumer`; aiokafka private
    `AIOKafkaConsumer._fetch_max_wait_ms`, `AIOKafkaConsumer._consumer_timeout`]
 7. faust's table manager starts without its hard-coded one-second sleep "to give agents a
@@ -54,14 +56,7 @@ Contract, once `install()` ran in the process (the worker's roles, `build_app`, 
    `BATCH_QUIET_S` ends the batch; `within` bounds it).
    [faust: `Stream.add_processor`, `Service.wait_for_stopped` as `take_events` calls it
    (replaced on the fold's stream instance)]
-9. faust's table recovery reads each changelog partition to its end as found in the log, not
-   only as ListOffsets reports it: tansu answers the base offset of a partition's last batch
-   plus one, and faust then ends the recovery early and silently drops the last table writes
-   (docs/ENGINE-NOTES.md). A short-lived consumer outside any group fetches past the reported
-   ends (`streams.runtime.kafka.partitions.log_ends`; one empty fetch when they are right).
-   [faust: `AIOKafkaConsumerThread._highwaters`, `AIOKafkaConsumerThread.transport`]
-
-10. `topic_access(admin, topics)` asks the brokers what they answer for each topic without
+9. `topic_access(admin, topics)` asks the brokers what they answer for each topic without
    creating any (aiokafka's `describe_topics` lets a broker auto-create a missing topic with its
    default partition count): how a refused principal learns which topic it may not use.
    [aiokafka private: `AIOKafkaAdminClient._send_request`]
@@ -87,7 +82,7 @@ from collections.abc import Awaitable, Iterable, Sequence
 from typing import Any
 
 import faust
-from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka import AIOKafkaConsumer
 from aiokafka.consumer import group_coordinator
 from aiokafka.consumer.fetcher import Fetcher
 from aiokafka.errors import KafkaError
@@ -98,13 +93,7 @@ from faust.transport import consumer as faust_consumer
 from faust.transport.drivers import aiokafka as faust_aiokafka
 from faust.types.tuples import ack_lock
 
-from streams.runtime.kafka.partitions import (
-    CHUNK_LINES,
-    LOOK_PAST_END_MS,
-    PartitionProcessor,
-    ReadPositions,
-    log_ends,
-)
+from streams.runtime.kafka.partitions import CHUNK_LINES, PartitionProcessor, ReadPositions
 
 log = logging.getLogger("recall.seam")
 
@@ -115,7 +104,7 @@ IDLE_FETCH_FLOOR_MS = 5
 IDLE_RAMP = 10
 #: How long an idle consumer asks a broker that long-polls to hold its fetch (`long_polls`):
 #: it answers the moment data arrives, so a longer wait only means fewer empty fetches (each
-#: a few event-loop turns; with the waits tansu needs, most of an idle worker's CPU). Reached
+#: a few event-loop turns; at 200 ms waits, most of an idle worker's CPU). Reached
 #: after IDLE_RAMP × as long idle.
 LONG_POLL_MS = 2000
 _long_poll_ms = 0
@@ -124,7 +113,8 @@ _long_poll_ms = 0
 #: data, an assignment change or a seek; a turn with nothing to do only looks whether to stop,
 #: and at 200 ms the turns of a worker's consumers were most of its idle CPU.
 IDLE_TURN_MS = 1000
-#: faust's worker consumer long poll (tansu answers after it, whatever arrives meanwhile).
+#: faust's worker consumer fetch wait: the longest pause of an idle fold after an empty fetch
+#: answered at once (noida-db); on Kafka its idle fetches ask for LONG_POLL_MS instead.
 FOLD_FETCH_WAIT_MS = 200
 #: A fold batch is folded once no record came for this long (or it is full, or `within` passed):
 #: records of a backlog arrive microseconds apart, a lone append would otherwise wait `within`.
@@ -143,7 +133,6 @@ _seek_to_committed = AIOKafkaConsumer.seek_to_committed
 _faust_consumer_init = faust_consumer.Consumer.__init__
 _faust_perform_seek = faust_consumer.Consumer.perform_seek
 _faust_worker_consumer = faust_aiokafka.AIOKafkaConsumerThread._create_worker_consumer
-_faust_highwaters = faust_aiokafka.AIOKafkaConsumerThread._highwaters
 _faust_tables_on_start = TableManager.on_start
 
 
@@ -193,11 +182,10 @@ async def _fetch_waiting(self: Any, assignment: Any, node_id: Any, request: Any)
 
 
 def long_polls(enabled: bool) -> None:
-    """`enabled`: the brokers hold an empty fetch and answer it as soon as data arrives (Apache
-    Kafka; not tansu, which answers only after the whole wait): from now on an idle consumer of
-    this process asks them to hold its fetch up to `LONG_POLL_MS`, whatever its own
-    `fetch_max_wait_ms` (the short one tansu needs). Its pause after an empty fetch that came
-    back early (a broker that does not long-poll: noida-db) stays within `fetch_max_wait_ms`."""
+    """`enabled`: from now on an idle consumer of this process asks the brokers to hold its
+    fetch up to `LONG_POLL_MS`, whatever its own `fetch_max_wait_ms` (Apache Kafka answers a
+    held fetch as soon as data arrives). Its pause after an empty fetch that came back early (a
+    broker that does not long-poll: noida-db) stays within `fetch_max_wait_ms`."""
     global _long_poll_ms
     _long_poll_ms = LONG_POLL_MS if enabled else 0
 
@@ -213,7 +201,7 @@ def wake(consumer: AIOKafkaConsumer) -> None:
     fetcher._recall_woken.set()
 
 
-# --- 10. which topics a principal may use -------------------------------------------------
+# --- 9. which topics a principal may use -------------------------------------------------
 
 async def topic_access(admin: Any, topics: Sequence[str]) -> dict[str, int]:
     """Topic → the error code a metadata request answers for it (0: usable, 3: missing, 29: not
@@ -286,25 +274,6 @@ def _worker_consumer(self: Any, transport: Any) -> Any:
     return consumer
 
 
-# --- 9. recovery reads to the log's end ----------------------------------------------------
-
-async def _highwaters_from_the_log(self: Any, partitions: list[Any]) -> Any:
-    if not partitions or self.consumer.in_transaction:
-        return await _faust_highwaters(self, partitions)
-    servers = faust_aiokafka.server_list(self.transport.url, self.transport.default_port)
-    # the same credentials as faust's own clients (RECALL_KAFKA_*, through broker_credentials)
-    auth = faust_aiokafka.credentials_to_aiokafka_auth(self.app.conf.broker_credentials,
-                                                       self.app.conf.ssl_context)
-    looker = AIOKafkaConsumer(bootstrap_servers=servers, group_id=None, **auth,
-                              enable_auto_commit=False, fetch_max_wait_ms=LOOK_PAST_END_MS)
-    await looker.start()
-    try:
-        # faust's TP and aiokafka's TopicPartition are equal tuples: either keys the answer
-        return await log_ends(looker, [TopicPartition(*tp) for tp in partitions])
-    finally:
-        await looker.stop()
-
-
 def install() -> None:
     """Apply the process-wide behaviours of the contract (idempotent)."""
     global _installed
@@ -317,7 +286,6 @@ def install() -> None:
     faust_consumer.Consumer.perform_seek = _perform_seek_then_place  # type: ignore[method-assign]
     faust_aiokafka.AIOKafkaConsumerThread._create_worker_consumer = _worker_consumer  # type: ignore[method-assign]
     TableManager.on_start = _tables_start_at_once  # type: ignore[method-assign]
-    faust_aiokafka.AIOKafkaConsumerThread._highwaters = _highwaters_from_the_log  # type: ignore[method-assign]
     _installed = True
 
 
@@ -339,9 +307,7 @@ class FoldTable(faust.Table[str, bytes]):
     - every `table[k] = v` goes through faust's ProducerBuffer one message at a time, which
       became the bottleneck ("producer buffer full"); `write` hands records straight to the
       producer. faust's commit still flushes the producer before committing source offsets.
-    Only the memory store is supported (persisted changelog offsets are not tracked). On
-    tansu, whose ListOffsets under-reports a changelog's end after such bursts, the recovery
-    reads the end from the log (item 9)."""
+    Only the memory store is supported (persisted changelog offsets are not tracked)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
