@@ -46,7 +46,7 @@ class Bool:
 #: Every field of `Settings`: another RECALL_* variable (e.g. RECALL_MCP_SESSION, read by
 #: `recall mcp`) is no setting, and Settings ignores it.
 SETTING_NAMES = frozenset({
-    "broker", "broker_flavor", "candidate_limit", "data_dir", "default_limit", "heartbeat_s",
+    "broker", "candidate_limit", "data_dir", "default_limit", "heartbeat_s",
     "job_lease_s", "job_stall_s", "kafka_idempotent", "kafka_min_insync_replicas",
     "kafka_replication_factor", "kafka_request_key_file", "kafka_request_key_id",
     "kafka_request_keys", "kafka_sasl_mechanism", "kafka_sasl_password", "kafka_sasl_username",

@@ -62,11 +62,8 @@ class Settings(BaseSettings):
     #: write needs this many replicas (2 with a replication factor of 3); unset: the broker's.
     kafka_min_insync_replicas: int | None = Field(default=None, ge=1)
     #: RECALL_KAFKA_IDEMPOTENT — the events producer is idempotent (the broker drops a retried
-    #: batch it already has, so a leader change duplicates no segment); needs InitProducerId,
-    #: which tansu lacks.
+    #: batch it already has, so a leader change duplicates no segment).
     kafka_idempotent: bool = False
-    #: RECALL_BROKER_FLAVOR — `tansu` enables that broker's work-arounds (one record per batch).
-    broker_flavor: Literal["kafka", "tansu"] = "kafka"
     #: RECALL_TOPIC_PREFIX — topic names are <prefix>.events, <prefix>.documents, …
     topic_prefix: str = "recall"
     #: RECALL_SUBSTRING — trigram-index every document (not only CJK) from the index's creation;

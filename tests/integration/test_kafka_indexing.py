@@ -89,8 +89,7 @@ def test_a_partition_new_to_a_worker_is_indexed_from_its_start_not_from_the_grou
         broker: Any, settings: Settings, worker_factory: Any, tmp_path: Path) -> None:
     """aiokafka starts fetching a new assignment at the group's committed offsets before the
     assignment listener seeks; a worker without the shard must still index it from the start
-    (measured on tansu: a moved partition indexed from the departed worker's commit, its
-    sessions' headers missing)."""
+    (not from the departed worker's commit, which would leave its sessions' headers out)."""
     topics = Topics.of(settings)
     asyncio.run(ensure_topics(broker.bootstrap, topics))
     worker = worker_factory(("fold",))

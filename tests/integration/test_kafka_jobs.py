@@ -118,8 +118,7 @@ def test_reindex_and_replay_over_kafka_swap_generations_and_keep_every_answer(
         assert sorted(h["header"]["id"] for h in recall.search_sessions("zebra")["items"]) == [
             "child", "late"]
     # the folds of generations 2 and 3 recovered their whole state: nothing new was parked
-    # (measured on tansu: a changelog written in multi-record batches was recovered only in
-    # part, and the new fold parked INGEST_MISSING_HEADER for events it folded again)
+    # (a fold recovered only in part parks INGEST_MISSING_HEADER for events it folds again)
     assert _parked_keys(settings) == parked_before
     lineup = _lineup(settings)
     assert lineup.live == 3 and lineup.building is None and not lineup.replaying
@@ -281,12 +280,11 @@ def test_a_reindex_swaps_only_once_the_workers_fold_of_the_new_generation_runs(
         assert recall.index_digest() == expected_digest
 
 
-# --- a job reads a topic's end from the log (tansu's ListOffsets under-reports it) -----------
+# --- a job reads to a topic's end, records written in large batches ------------------------
 
 async def _produce_one_batch(bootstrap: str, topic: str, records: list[tuple[bytes, bytes]],
                              partition: int = 0) -> None:
-    """Every record in as few producer batches as the broker takes (tansu's ListOffsets then
-    answers the last batch's base offset + 1, not the end)."""
+    """Every record in as few producer batches as the broker takes."""
     from aiokafka import AIOKafkaProducer
 
     # compressed: one batch stays under the broker's message size limit
@@ -325,11 +323,10 @@ async def _make_topic(bootstrap: str, topic: str) -> None:
         await admin.close()
 
 
-def test_a_job_waits_for_the_end_of_the_log_not_the_end_listoffsets_reports(
-        settings: Settings, broker: Any) -> None:
-    """The index wait before a swap: the group must have committed the log's real end. Found by
-    the 200k-event bench on tansu, where the job swapped generations while the index of the
-    new one still lacked the last records (queries answered from an incomplete generation)."""
+def test_a_job_waits_until_the_group_has_committed_the_topics_end(settings: Settings) -> None:
+    """The index wait before a swap: the group must have committed the topic's end (a swap
+    before it answers queries from a generation that lacks the last records). The records
+    come in one large batch, and ListOffsets reports its end exactly."""
     from streams.runtime.kafka.rebuild import JobStalled, wait_caught_up
     from tests.integration.kafkaio import commit_group
 
@@ -337,24 +334,20 @@ def test_a_job_waits_for_the_end_of_the_log_not_the_end_listoffsets_reports(
     topic, group, real = f"{settings.topic_prefix}.ends", f"{settings.topic_prefix}.g", 3000
     asyncio.run(_make_topic(bootstrap, topic))
     asyncio.run(_produce_one_batch(bootstrap, topic, [(b"k", b"x" * 50)] * real))
-    reported = asyncio.run(_reported_end(bootstrap, topic))
-    if broker.name == "tansu":  # the quirk this guards against (docs/ENGINE-NOTES.md); noida-db is exact
-        assert reported < real, reported
-    asyncio.run(commit_group(bootstrap, group, topic, {0: reported}))
-    if reported < real:
-        # the group reached the reported end only: the job keeps waiting (and stalls here)
-        with pytest.raises(JobStalled):
-            asyncio.run(wait_caught_up(bootstrap, group, topic, 1, poll_s=0.1, stall_s=1.5))
+    assert asyncio.run(_reported_end(bootstrap, topic)) == real
+    asyncio.run(commit_group(bootstrap, group, topic, {0: real - 1}))
+    # one record short of the end: the job keeps waiting (and stalls here)
+    with pytest.raises(JobStalled):
+        asyncio.run(wait_caught_up(bootstrap, group, topic, 1, poll_s=0.1, stall_s=1.5))
     asyncio.run(commit_group(bootstrap, group, topic, {0: real}))
     assert asyncio.run(wait_caught_up(bootstrap, group, topic, 1, poll_s=0.1,
                                       stall_s=10)) == real
 
 
-def test_the_reindex_fold_reads_to_the_end_of_the_log_not_the_end_listoffsets_reports(
+def test_the_reindex_fold_folds_every_line_of_a_batch_larger_than_a_job_fetch(
         settings: Settings) -> None:
     """One event per record, all in one producer batch larger than a job fetch: the reindex
-    fold reads on until a fetch finds nothing, so it folds every line (it stopped after the
-    first fetch on tansu, whose reported end lay inside that batch)."""
+    fold reads on to the topic's end, so it folds every line."""
     from streams.runtime.kafka.codec import encode_event_value
     from streams.runtime.kafka.rebuild import BATCH_MAX, fold_generation
 
@@ -375,8 +368,7 @@ def test_the_reindex_fold_reads_to_the_end_of_the_log_not_the_end_listoffsets_re
 def test_a_resumed_build_reads_its_whole_fold_table_back_from_the_changelog(
         settings: Settings) -> None:
     """A resumed reindex reads the fold table it had written back from the changelog, whole:
-    written in large batches (on tansu ListOffsets then reports the last batch's base offset
-    + 1), with a tombstone and a rewrite after."""
+    written in large batches, with a tombstone and a rewrite after."""
     from streams.runtime.kafka.rebuild import _read_table
 
     bootstrap = bootstrap_servers(str(settings.broker))

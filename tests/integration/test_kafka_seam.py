@@ -44,7 +44,6 @@ def test_install_replaces_exactly_what_the_contract_names() -> None:
     assert (faust_aiokafka.AIOKafkaConsumerThread._create_worker_consumer
             is seam._worker_consumer)
     assert TableManager.on_start is seam._tables_start_at_once
-    assert faust_aiokafka.AIOKafkaConsumerThread._highwaters is seam._highwaters_from_the_log
     # 7 replaces faust's TableManager.on_start with the same steps minus its sleep: a faust
     # whose on_start does anything else must be looked at again
     source = inspect.getsource(seam._faust_tables_on_start)
@@ -83,10 +82,11 @@ def run(coro: Awaitable[Any]) -> Any:
     return asyncio.run(coro)  # type: ignore[arg-type]
 
 
-def test_table_recovery_reads_to_the_end_in_the_log_not_the_reported_one(
+def test_fausts_recovery_target_is_the_end_of_a_changelog_written_in_batches(
         broker: Any, settings: Settings) -> None:
-    """9: 500 records sent as one batch; faust's recovery target must be 500 (tansu's
-    ListOffsets answers the batch's base offset + 1: a recovery would stop after 1 record)."""
+    """500 records sent in large batches: ListOffsets, and with it the end faust's table
+    recovery reads to, is 500 (a broker answering less would end a recovery early and silently
+    drop the last table writes)."""
     seam.install()
     topic = f"{settings.topic_prefix}.highwater"
 
@@ -115,10 +115,7 @@ def test_table_recovery_reads_to_the_end_in_the_log_not_the_reported_one(
         finally:
             await consumer.stop()
 
-    reported, end = run(ends())
-    assert end == 500
-    if broker.name == "tansu":
-        assert reported < 500  # the broker bug item 9 works around is still there
+    assert run(ends()) == (500, 500)
 
 
 async def _counting_fetches(consumer: AIOKafkaConsumer) -> list[float]:
@@ -205,8 +202,6 @@ def test_with_long_polls_an_idle_consumer_lets_kafka_hold_its_fetch_and_data_com
     up to LONG_POLL_MS, beyond its own 200 ms, and a record produced meanwhile still arrives
     at once (the broker answers a long poll when data comes). On noida-db, which answers an
     empty fetch at once, the pause between fetches stays within the consumer's 200 ms."""
-    if broker.name == "tansu":
-        pytest.skip("tansu answers a long poll only after its whole wait: no long polls there")
     seam.install()
     monkeypatch.setattr(seam, "IDLE_RAMP", 1)  # the longest wait after 2 s idle, not 20 s
     topics = Topics.of(settings)
@@ -252,16 +247,15 @@ def test_with_long_polls_an_idle_consumer_lets_kafka_hold_its_fetch_and_data_com
 def test_a_static_member_that_stops_hands_its_partitions_over_at_once(
         broker: Any, settings: Settings) -> None:
     """noida-db never expires a member that left without LeaveGroup, and aiokafka skips it for
-    static members; tansu has no static membership (the workers use dynamic members there)."""
+    static members."""
     seam.install()
     topics = Topics.of(settings)
     group = f"{settings.topic_prefix}.seam"
-    static = broker.name != "tansu"
 
     def member(name: str) -> AIOKafkaConsumer:
         return AIOKafkaConsumer(
             topics.events, bootstrap_servers=broker.bootstrap, group_id=group,
-            group_instance_id=f"seam-{name}" if static else None,
+            group_instance_id=f"seam-{name}",
             session_timeout_ms=int(broker.session_timeout_s * 1000),
             heartbeat_interval_ms=int(broker.heartbeat_s * 1000),
             partition_assignment_strategy=(RangePartitionAssignor,), enable_auto_commit=False)

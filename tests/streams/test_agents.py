@@ -42,14 +42,6 @@ def test_the_fold_agent_reads_the_events_topic_into_the_fold_table() -> None:
     assert driver.processor.topic == topics.events and driver.app is app
 
 
-def test_on_tansu_the_app_is_built_like_on_any_broker() -> None:
-    """No one-record producer batches for tansu's ListOffsets: the recovery reads the
-    changelog's end from the log (seam item 9; test_kafka_seam checks it on the brokers)."""
-    tansu, kafka = build_app(SETTINGS, flavor="tansu"), build_app(SETTINGS)
-    assert tansu.conf.producer_max_batch_size == kafka.conf.producer_max_batch_size > 1
-    assert tansu.conf.producer_compression_type == kafka.conf.producer_compression_type
-
-
 def test_a_revoked_partitions_keys_leave_the_table_however_they_were_written() -> None:
     """faust's memory store drops the keys of partitions no longer assigned once a recovery
     completes, by the partition it noted for each key — noted only when it recovers a key.

@@ -75,10 +75,9 @@ def test_lineup_round_trips_and_knows_its_newest_and_upcoming_generations() -> N
     assert Lineup(live=3, retired=((1, 0), (2, 0))).upcoming() == 4
 
 
-def test_worker_identity_is_stable_per_data_dir_and_dynamic_on_tansu(tmp_path: Path) -> None:
+def test_worker_identity_is_stable_per_data_dir(tmp_path: Path) -> None:
     a = Settings(data_dir=tmp_path / "a")
     assert instance_id(a, "fold") == instance_id(Settings(data_dir=tmp_path / "a"), "fold")
     assert instance_id(a, "fold") != instance_id(Settings(data_dir=tmp_path / "b"), "fold")
     assert instance_id(a, "fold") != instance_id(a, "index.g1")
     assert instance_id(Settings(worker_id="w7"), "query") == "w7.query"
-    assert instance_id(Settings(broker_flavor="tansu"), "fold") is None

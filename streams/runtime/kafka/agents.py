@@ -40,9 +40,8 @@ def register_fold_agent(app: faust.App, settings: Settings, topics: Topics) -> F
 
     @app.agent(source, name="fold")
     async def run_fold(stream: faust.StreamT[bytes]) -> None:
-        # Outputs get their own producer: faust's may be limited to one record per batch (the
-        # tansu work-around, needed only by the changelog), which made awaiting a batch's
-        # document acks cost one round trip per record.
+        # Outputs get their own producer (a short linger of their own, every batch's document
+        # acks awaited together), apart from faust's, which writes the changelog.
         assert settings.broker is not None
         # acks=all: offsets are committed once these acks are in, so a document acked by a
         # leader alone and lost with it (a stalled leader replaced, then truncated) was lost for

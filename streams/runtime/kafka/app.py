@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import faust
 
@@ -11,8 +11,6 @@ from streams.core.settings import Settings
 from streams.runtime.kafka.membership import instance_id
 from streams.runtime.kafka.producer import COMPRESSION
 from streams.runtime.kafka.topics import Topics
-
-BrokerFlavor = Literal["kafka", "tansu"]
 
 
 def faust_options(settings: Settings) -> dict[str, Any]:
@@ -24,8 +22,8 @@ def faust_options(settings: Settings) -> dict[str, Any]:
         **faust_broker(settings),
         "store": "memory://",
         "datadir": str(settings.data_dir / "faust"),
-        # Session timeout bounds the first join on tansu (it holds JoinGroup for session/2) and
-        # the takeover after a crash; noida-db and Kafka reject anything below 6 s.
+        # Session timeout bounds the takeover after a crash; noida-db and a default Kafka
+        # reject anything below 6 s.
         "broker_session_timeout": settings.session_timeout_s,
         "broker_heartbeat_interval": settings.heartbeat_s,
         # A rebalance waits this long for known members to rejoin; noida-db waits it out in full
@@ -34,7 +32,10 @@ def faust_options(settings: Settings) -> dict[str, Any]:
         "topic_partitions": settings.shards,
         # faust's own topics (none today: ensure_topics makes the changelog) follow ours
         "topic_replication_factor": settings.kafka_replication_factor,
-        # tansu has no InitProducerId, so no transactions; every stage is idempotent instead.
+        # Deliberately not exactly_once: every stage is idempotent instead (the fold resumes at
+        # the read positions its table records, an index shard records its own), and the fold's
+        # documents go out on a producer of its own (streams.runtime.kafka.agents), which
+        # faust's per-partition transactions would not cover.
         "processing_guarantee": "at_least_once",
         "web_enabled": False,
         # Topics carry raw bytes; streams.runtime.kafka.codec is the only place that parses them.
@@ -48,17 +49,13 @@ def faust_options(settings: Settings) -> dict[str, Any]:
         "consumer_group_instance_id": instance_id(settings, "fold"),
     }
     # The changelog's batches compressed like every other output (streams.runtime.kafka.producer).
-    # (tansu's ListOffsets under-reports a changelog's end after batched writes; the recovery
-    # reads the end from the log instead: streams.runtime.kafka.seam item 9.)
     options["producer_compression_type"] = COMPRESSION
     return options
 
 
-def build_app(settings: Settings, *, flavor: BrokerFlavor | None = None,
-              generation: int = 1) -> faust.App:
+def build_app(settings: Settings, *, generation: int = 1) -> faust.App:
     """A fresh faust App with the fold agent registered; nothing connects until it is started.
-    Installs the seam's process-wide behaviours (streams.runtime.kafka.seam), which the fold relies on.
-    `flavor` overrides RECALL_BROKER_FLAVOR (as the worker's --broker-flavor does)."""
+    Installs the seam's process-wide behaviours (streams.runtime.kafka.seam), which the fold relies on."""
     from streams.runtime.kafka import seam
     from streams.runtime.kafka.agents import register_fold_agent
 
@@ -66,8 +63,6 @@ def build_app(settings: Settings, *, flavor: BrokerFlavor | None = None,
     if not settings.broker:
         raise RecallError("the Kafka runtime needs RECALL_BROKER (e.g. kafka://127.0.0.1:9092)",
                           code="STREAM_NO_BROKER")
-    if flavor is not None:
-        settings = settings.model_copy(update={"broker_flavor": flavor})
     topics = Topics.of(settings, generation)
     app = faust.App(topics.fold_app_id, **faust_options(settings))
     # Exposed for the worker's stats line and for tests; faust Apps accept extra attributes.

@@ -61,9 +61,7 @@ async def read_dead_letters(bootstrap: Connect, topics: Topics) -> list[dict[str
                     if record["key"] not in seen:
                         seen.add(record["key"])
                         out.append(record)
-            # done when a fetch finds nothing and the reported ends are reached (not the ends
-            # alone: tansu's ListOffsets under-reports them, docs/ENGINE-NOTES.md)
-            if not batches and await _reached(consumer, ends):
+            if await _reached(consumer, ends):
                 return out
     finally:
         await consumer.stop()

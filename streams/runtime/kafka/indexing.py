@@ -124,7 +124,8 @@ class DocumentIndexer:
             enable_auto_commit=False, auto_offset_reset="earliest",
             session_timeout_ms=int(settings.session_timeout_s * 1000),
             heartbeat_interval_ms=int(settings.heartbeat_s * 1000),
-            # tansu does not wake a long poll when data arrives; keep the wait short.
+            # the longest pause after an empty fetch noida-db answered at once (on Kafka, the
+            # worker's idle fetches long-poll: seam.long_polls)
             fetch_max_wait_ms=fetch_max_wait_ms, max_poll_records=BATCH_MAX,
             consumer_timeout_ms=IDLE_TURN_MS, **FOLLOW_LEADERS,
             partition_assignment_strategy=(RangePartitionAssignor,))

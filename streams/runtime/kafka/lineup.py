@@ -13,7 +13,7 @@ lineup that waits on it closely. On a change it
   one the next reindex or replay will build: its topics created and its consumer group joined
   ahead, idle until a job writes to it), each into its own shard files (`kafka-index-g<n>/`)
   in that generation's consumer group, so a job's documents are indexed from its first second
-  (a group join takes a second on tansu, a sixth of a 200k-event build) and when a built
+  (not after a group join) and when a built
   generation goes live its indexer simply keeps running; the generation that stopped being
   live keeps answering for `RETIRING_S` (coordinators that have not seen the swap yet still
   ask it);

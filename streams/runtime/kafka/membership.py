@@ -27,9 +27,6 @@ def worker_id(settings: Settings) -> str:
     return f"{socket.gethostname()}-{hashlib.blake2b(where, digest_size=5).hexdigest()}"
 
 
-def instance_id(settings: Settings, role: str) -> str | None:
-    """The `group.instance.id` of this worker in one role's group; None (dynamic membership)
-    on tansu, which expires dead members by session timeout and has no static membership."""
-    if settings.broker_flavor == "tansu":
-        return None
+def instance_id(settings: Settings, role: str) -> str:
+    """The `group.instance.id` of this worker in one role's group."""
     return f"{worker_id(settings)}.{role}"

@@ -36,9 +36,6 @@ log = logging.getLogger("recall.partitions")
 #: Lines processed (and positions recorded) at a time: a fetch of big segments is cut into runs
 #: of about this many events.
 CHUNK_LINES = 5000
-#: How long a look past a partition's reported end waits for records: they are already there
-#: when ListOffsets under-reports, so an empty fetch this long ends the look.
-LOOK_PAST_END_MS = 100
 
 
 class Record(Protocol):
@@ -286,26 +283,3 @@ class _Placing(ConsumerRebalanceListener):  # type: ignore[misc]
                     sorted(placed), [placed[p] for p in sorted(placed)])
         if self.also is not None:
             await self.also.on_partitions_assigned(assigned)
-
-
-async def log_ends(consumer: AIOKafkaConsumer, tps: list[TopicPartition]) -> dict[Any, int]:
-    """Each partition's end as of now, read from the log itself: ListOffsets may under-report
-    it (tansu answers the last batch's base offset + 1; docs/ENGINE-NOTES.md), so whatever lies
-    past the reported end is fetched (a job that waited for the reported end swapped generations
-    before the last records were indexed). Records already there come back with the first
-    fetch; an empty one ends the look (`LOOK_PAST_END_MS` bounds its wait)."""
-    reported = dict(await consumer.end_offsets(tps))
-    ends = dict(reported)
-    consumer.assign(tps)
-    for tp in tps:
-        consumer.seek(tp, ends[tp])
-    while True:
-        batches = await consumer.getmany(timeout_ms=LOOK_PAST_END_MS)
-        if not batches:
-            if ends != reported:
-                log.info("log ends past what ListOffsets reported: %s",
-                         {f"{tp.topic}:{tp.partition}": (reported[tp], end)
-                          for tp, end in ends.items() if end != reported[tp]})
-            return ends
-        for tp, records in batches.items():
-            ends[tp] = max(ends[tp], records[-1].offset + 1)

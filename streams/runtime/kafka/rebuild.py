@@ -47,8 +47,8 @@ from streams.runtime.kafka.fleet import (
     replication_options,
 )
 from streams.runtime.kafka.folding import Fold
-from streams.runtime.kafka.foldstep import FoldProcessor, position_key
-from streams.runtime.kafka.partitions import LOOK_PAST_END_MS, PartitionLoop, log_ends
+from streams.runtime.kafka.foldstep import FoldProcessor
+from streams.runtime.kafka.partitions import PartitionLoop
 from streams.runtime.kafka.producer import batching_producer
 from streams.runtime.kafka.topics import Topics, ensure_topics
 
@@ -94,14 +94,13 @@ def generation_name(generation: int) -> str:
 async def _read_table(bootstrap: Connect, topics: Topics) -> dict[str, bytes]:
     """The fold table of a generation, read back from its changelog (to resume a build)."""
     consumer = AIOKafkaConsumer(**connect_kwargs(bootstrap), group_id=None,
-                                enable_auto_commit=False, fetch_max_wait_ms=LOOK_PAST_END_MS)
+                                enable_auto_commit=False)
     await consumer.start()
     table: dict[str, bytes] = {}
     try:
         tps = [TopicPartition(topics.changelog, p) for p in range(topics.partitions)]
-        # The ends as found in the log, as every reader of a changelog here takes them
-        # (tansu's ListOffsets under-reports after batched produce).
-        ends = await log_ends(consumer, tps)
+        ends = await consumer.end_offsets(tps)
+        consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
         while await _behind(consumer, ends):
             for messages in (await consumer.getmany(timeout_ms=500)).values():
@@ -128,16 +127,12 @@ async def _behind(consumer: AIOKafkaConsumer, ends: dict[Any, int]) -> bool:
 class _ChangelogTable:
     """The job's fold table: a dict, each write also sent to the changelog partition.
 
-    A partition's read position (the last record of each of its writes) is held back and sent
-    by `seal()` after everything before it is acked, so it travels alone in the partition's
-    last producer batch: the sessions' records go in large batches (one record per batch
-    would make the job's fold far slower), and the position never lands before the writes it
-    vouches for. (Readers take the changelog's end from the
-    log itself, `log_ends`: tansu's ListOffsets reports the last batch's base offset + 1.)"""
+    A partition's read position (the last record of each of its writes) goes to the same
+    changelog partition after the writes it vouches for, so a reader never finds it without
+    them (a producer keeps one partition's batches in order)."""
 
     def __init__(self, producer: AIOKafkaProducer, topic: str, data: dict[str, bytes]) -> None:
         self.producer, self.topic, self.data = producer, topic, data
-        self._positions: dict[int, bytes | None] = {}
 
     def get(self, key: str, default: None = None) -> bytes | None:
         return self.data.get(key)
@@ -145,14 +140,9 @@ class _ChangelogTable:
     async def write(self, partition: int,
                     records: Iterable[tuple[str, bytes | None]]) -> list[Any]:
         futures = []
-        held = position_key(partition)
         for key, value in records:
-            if key == held:
-                self._positions[partition] = value
-            else:
-                futures.append(await self.producer.send(self.topic, value,
-                                                        key=key.encode("utf-8"),
-                                                        partition=partition))
+            futures.append(await self.producer.send(self.topic, value, key=key.encode("utf-8"),
+                                                    partition=partition))
             if value is None:
                 self.data.pop(key, None)
             else:
@@ -160,16 +150,7 @@ class _ChangelogTable:
         return futures
 
     async def seal(self) -> None:
-        """Await every write's ack, then send the held read positions (each alone in its
-        partition's batch) and await theirs."""
-        await self.producer.flush()
-        if not self._positions:
-            return
-        for partition, value in self._positions.items():
-            await self.producer.send(self.topic, value,
-                                     key=position_key(partition).encode("utf-8"),
-                                     partition=partition)
-        self._positions.clear()
+        """Await every write's ack."""
         await self.producer.flush()
 
 
@@ -204,16 +185,13 @@ async def fold_generation(settings: Settings, generation: int,
         total = _span(starts, ends)
         log.info("fold of generation %s: reading %s records", generation, total)
         while True:
-            batches = await consumer.getmany(timeout_ms=300, max_records=BATCH_MAX)
-            if not batches and not await _behind(consumer, ends):
-                # done when a fetch finds nothing and the reported ends are reached (not the
-                # ends alone: tansu's ListOffsets under-reports them, docs/ENGINE-NOTES.md)
+            if not await _behind(consumer, ends):
                 later = await consumer.end_offsets(tps)
                 if later == ends:
                     break
                 ends = later  # events kept arriving: chase them
                 total = _span(starts, ends)
-                continue
+            batches = await consumer.getmany(timeout_ms=300, max_records=BATCH_MAX)
             if await loop.step(batches):
                 await table.seal()
                 await _commit_recorded(consumer, fold, batches)
@@ -265,17 +243,17 @@ async def wait_caught_up(bootstrap: Connect, group: str, topic: str, partitions:
                          what: str = "", stall_s: float = 120.0) -> int:
     """Until `group` has committed `topic`'s end offsets as of the call; returns the records
     it consumed. Raises JobStalled after `stall_s` without progress. One consumer (outside
-    the group: it only reads the log's ends) and one admin client serve every look."""
+    the group: it only reads the topic's ends) and one admin client serve every look."""
     tps = [TopicPartition(topic, p) for p in range(partitions)]
     consumer = AIOKafkaConsumer(**connect_kwargs(bootstrap), group_id=None,
-                                enable_auto_commit=False, fetch_max_wait_ms=LOOK_PAST_END_MS)
+                                enable_auto_commit=False)
     admin = AIOKafkaAdminClient(**connect_kwargs(bootstrap))
     async with contextlib.AsyncExitStack() as clients:
         await consumer.start()
         clients.push_async_callback(consumer.stop)
         await admin.start()
         clients.push_async_callback(admin.close)
-        ends = await log_ends(consumer, tps)
+        ends: dict[TopicPartition, int] = await consumer.end_offsets(tps)
         offsets = _CommittedOffsets(admin, group)
         total = sum(ends.values())
         last, last_change = -1, time.monotonic()

@@ -35,7 +35,7 @@ from streams.runtime.kafka.workspaces import Signer
 TIMEOUT = "RECALL_REQUEST_TIMEOUT"
 #: Fetch wait of an idle reply consumer: it bounds the fetches of an idle requester, and each
 #: request wakes the consumer first (streams.runtime.kafka.seam.wake: short waits while replies are
-#: due). tansu answers a long poll already sent only after it (docs/ENGINE-NOTES.md).
+#: due).
 FETCH_WAIT_MS = 500
 #: How long the first attempt of a retried request waits before it is sent again (each next
 #: attempt twice as long).

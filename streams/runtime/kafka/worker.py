@@ -64,7 +64,7 @@ def run_worker(settings: Settings, roles: Sequence[str], *, loglevel: str = "war
     logging.basicConfig(level=loglevel.upper(),
                         format="%(asctime)s %(levelname)s supervisor: %(message)s")
     seam.install()  # the lineup follower waits on empty fetches too
-    seam.long_polls(settings.broker_flavor != "tansu")
+    seam.long_polls(True)
     name_process("recall-worker")
     from streams.runtime.kafka.fleet import control_topic
 
@@ -147,8 +147,7 @@ def run_role(settings: Settings, role: str, *, loglevel: str = "warning",
     logging.basicConfig(level=loglevel.upper(),
                         format=f"%(asctime)s %(levelname)s {role} %(name)s: %(message)s")
     seam.install()
-    # an idle role's consumers let Kafka hold their fetches (tansu: short waits, seam item 1)
-    seam.long_polls(settings.broker_flavor != "tansu")
+    seam.long_polls(True)  # an idle role's consumers let Kafka hold their fetches (item 1)
     supervisor = os.environ.get(SUPERVISOR_ENV)
     if supervisor is not None:
         if os.getppid() != int(supervisor):
@@ -239,8 +238,6 @@ def _await_generation() -> int:
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m streams.runtime.kafka.worker",
                                      description="Run a worker (settings from RECALL_*).")
-    parser.add_argument("--broker-flavor", choices=["kafka", "tansu"], default=None,
-                        help="tansu enables its work-arounds (one record per producer batch)")
     parser.add_argument("--role", action="append", choices=ROLES,
                         help="fold, index and/or query (repeatable; default: all)")
     parser.add_argument("--run-role", choices=ROLES, help=argparse.SUPPRESS)
@@ -250,8 +247,6 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     given = os.environ.get(SETTINGS_ENV)
     settings = Settings.model_validate_json(given) if given else Settings()
-    if args.broker_flavor:
-        settings = settings.model_copy(update={"broker_flavor": args.broker_flavor})
     if args.run_role:
         run_role(settings, args.run_role, loglevel=args.loglevel, generation=args.generation,
                  standby=args.standby)
