@@ -34,7 +34,7 @@ SUITES = [
 #: A line under a suite's title in RESULTS.md (which broker a section's figures come from).
 NOTES = {
     "bench.pipeline": "Unsuffixed metrics: Apache Kafka (the version of docker/kafka/pom.xml), one "
-                      "KRaft node; `_noida`: noida-db; `_tansu`: tansu (RECALL_BENCH_BROKERS). "
+                      "KRaft node; `_noida`: noida-db (RECALL_BENCH_BROKERS). "
                       "`pipeline_load_average_*`: the machine's 1-minute load average at the "
                       "start and end of the run.",
     "bench.semantic": "Recall and ingest: the real excerpts under tests/data and the labeled "
