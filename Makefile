@@ -5,8 +5,8 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 # The Kafka suite runs against Apache Kafka (KRaft), the reference broker: `make kafka` fetches
 # it once with Maven into ~/.cache/session-recall (needs Maven and Java >= 17). Other values:
-# `noida` (noida-db from PyPI: no Java needed), `tansu`, a comma-separated list, `both` (the two
-# emulators, noida,tansu) or `all`.
+# `noida` (noida-db from PyPI, a Kafka-protocol emulator: no Java needed), `apache,noida` or
+# `all` (both).
 RECALL_TEST_BROKER ?= apache
 export RECALL_TEST_BROKER
 comma := ,
@@ -56,7 +56,7 @@ test: lint $(NEED_KAFKA)
 unit: $(STAMP)
 	$(BIN)/pytest -m "not kafka and not chaos"
 
-# The pipeline section runs on Apache Kafka unless RECALL_BENCH_BROKERS names only emulators.
+# The pipeline section runs on Apache Kafka unless RECALL_BENCH_BROKERS=noida.
 RECALL_BENCH_BROKERS ?= apache
 export RECALL_BENCH_BROKERS
 bench: $(STAMP) $(if $(filter apache,$(subst $(comma), ,$(RECALL_BENCH_BROKERS))),kafka)
