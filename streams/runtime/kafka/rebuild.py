@@ -149,10 +149,6 @@ class _ChangelogTable:
                 self.data[key] = value
         return futures
 
-    async def seal(self) -> None:
-        """Await every write's ack."""
-        await self.producer.flush()
-
 
 async def fold_generation(settings: Settings, generation: int,
                           progress: Progress | None = None) -> int:
@@ -193,7 +189,7 @@ async def fold_generation(settings: Settings, generation: int,
                 total = _span(starts, ends)
             batches = await consumer.getmany(timeout_ms=300, max_records=BATCH_MAX)
             if await loop.step(batches):
-                await table.seal()
+                await table.producer.flush()  # every table write acked before the commit
                 await _commit_recorded(consumer, fold, batches)
             if progress is not None:
                 positions = await _positions(consumer, tps)
