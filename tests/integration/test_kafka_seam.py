@@ -17,6 +17,7 @@ import faust
 import pytest
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+from aiokafka.client import AIOKafkaClient
 from aiokafka.consumer import group_coordinator
 from aiokafka.consumer.fetcher import Fetcher
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
@@ -44,6 +45,15 @@ def test_install_replaces_exactly_what_the_contract_names() -> None:
     assert (faust_aiokafka.AIOKafkaConsumerThread._create_worker_consumer
             is seam._worker_consumer)
     assert TableManager.on_start is seam._tables_start_at_once
+    assert AIOKafkaClient._metadata_update is seam._metadata_update_letting_go
+    # 10 repeats aiokafka's metadata round with each broker's wait bounded: an aiokafka whose
+    # round does more than this must be looked at again
+    update = inspect.getsource(seam._metadata_update)
+    for step in ("random.shuffle(nodeids)", "conn = await self._get_conn(node_id)",
+                 "metadata = await conn.send(metadata_request)", "if not metadata.brokers:",
+                 "cluster_metadata.update_metadata(metadata)", "conn = self._conns.pop(bootstrap_id)",
+                 "cluster_metadata.failed_update(None)"):
+        assert step in update, step
     # 7 replaces faust's TableManager.on_start with the same steps minus its sleep: a faust
     # whose on_start does anything else must be looked at again
     source = inspect.getsource(seam._faust_tables_on_start)

@@ -60,6 +60,21 @@ Contract, once `install()` ran in the process (the worker's roles, `build_app`, 
    creating any (aiokafka's `describe_topics` lets a broker auto-create a missing topic with its
    default partition count): how a refused principal learns which topic it may not use.
    [aiokafka private: `AIOKafkaAdminClient._send_request`]
+10. A broker the cluster no longer lists is let go at once. Every client's metadata request
+   waits `METADATA_WAIT_S` per broker before asking the next one (then, if none answered that
+   soon, as long as its request timeout allows, as aiokafka does), and a metadata answer that
+   no longer lists a broker (the controller fenced it: dead, or stalled and still holding its
+   connections open) closes this client's connections to it: what waited there (a produce, a
+   fetch, a group heartbeat) fails now and is retried on the partitions' new leaders and the
+   group's new coordinator, instead of hanging for the whole request timeout (40 s). A
+   SIGSTOPped broker answers nothing and closes nothing, so without this the clients held on
+   to it for as long as it hung. How soon a client sees the fence is its `metadata_max_age_ms`
+   (`streams.runtime.kafka.connection.FOLLOW_LEADERS` on the request path). Only the brokers
+   an answer lists decide what is closed (an answer without brokers closes nothing; a topic's
+   error, e.g. one the principal may not describe, none), and a cancelled round ends cancelled
+   (a client's `close()` cancels its metadata task once and waits for it to end).
+   [aiokafka private: `AIOKafkaClient._metadata_update` (replaced: the same steps, each
+   broker's wait bounded), `AIOKafkaClient._conns`, `AIOKafkaConnection.close`]
 
 `FoldTable` (faust `Table` subclass) writes a partition's records in one go, pinned to the
 changelog partition of their source, and tells the memory store which partition each key it
@@ -76,6 +91,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import random
 import time
 from collections import Counter
 from collections.abc import Awaitable, Iterable, Sequence
@@ -83,6 +99,9 @@ from typing import Any
 
 import faust
 from aiokafka import AIOKafkaConsumer
+from aiokafka.client import AIOKafkaClient, ConnectionGroup
+from aiokafka.cluster import ClusterMetadata
+from aiokafka.conn import CloseReason
 from aiokafka.consumer import group_coordinator
 from aiokafka.consumer.fetcher import Fetcher
 from aiokafka.errors import KafkaError
@@ -125,6 +144,9 @@ RESEEK_S = 1.0
 #: Exit code of a fold role whose batch failed mid-way (the supervisor restarts it; the batch
 #: was not committed, so it is read again).
 BATCH_FAILED = 70
+#: How long a metadata request waits for one broker before the next is asked (10): a healthy
+#: broker answers in milliseconds, a stalled one never.
+METADATA_WAIT_S = 1.0
 
 _installed = False
 _fetch = Fetcher._proc_fetch_request
@@ -134,6 +156,8 @@ _faust_consumer_init = faust_consumer.Consumer.__init__
 _faust_perform_seek = faust_consumer.Consumer.perform_seek
 _faust_worker_consumer = faust_aiokafka.AIOKafkaConsumerThread._create_worker_consumer
 _faust_tables_on_start = TableManager.on_start
+_metadata_update = AIOKafkaClient._metadata_update
+_BOOTSTRAP = ("bootstrap", ConnectionGroup.DEFAULT)
 
 
 # --- 1. idle consumers wait ----------------------------------------------------------------
@@ -274,6 +298,62 @@ def _worker_consumer(self: Any, transport: Any) -> Any:
     return consumer
 
 
+# --- 10. a broker the cluster no longer lists is let go -----------------------------------
+
+async def _metadata_update_letting_go(self: Any, cluster_metadata: ClusterMetadata,
+                                      topics: Any) -> bool:
+    # aiokafka's own steps (a shuffled round of the known brokers and the bootstrap
+    # connection), each broker's answer awaited METADATA_WAIT_S; a round where none answered
+    # that soon is aiokafka's own, with the full request timeout
+    request = MetadataRequest(list(topics) if topics else None)
+    nodes: list[Any] = [broker.nodeId for broker in self.cluster.brokers()]
+    if _BOOTSTRAP in self._conns:
+        nodes.append("bootstrap")
+    random.shuffle(nodes)
+    for node_id in nodes:
+        conn = await self._get_conn(node_id)
+        if conn is None:
+            continue
+        try:
+            # not asyncio.wait_for: on Python 3.11 it returns an answer that arrived in the
+            # loop turn of a cancel and drops the cancel (bpo-42130), and the client's close(),
+            # which cancels this task once and awaits it, never returned
+            async with asyncio.timeout(METADATA_WAIT_S):
+                metadata = await conn.send(request)
+        except TimeoutError:
+            log.info("no metadata from broker %s within %.1f s: asking the next", node_id,
+                     METADATA_WAIT_S)
+            continue
+        except KafkaError as exc:
+            log.warning("Unable to request metadata from node with id %s: %r", node_id, exc)
+            continue
+        if not metadata.brokers:
+            return False
+        cluster_metadata.update_metadata(metadata)
+        if _BOOTSTRAP in self._conns and len(self.cluster.brokers()):
+            self._conns.pop(_BOOTSTRAP).close()
+        if cluster_metadata is self.cluster:
+            _let_go_of_unlisted(self)
+        return True
+    updated = bool(await _metadata_update(self, cluster_metadata, topics))
+    if updated and cluster_metadata is self.cluster:
+        _let_go_of_unlisted(self)
+    return updated
+
+
+def _let_go_of_unlisted(client: Any) -> None:
+    """Close `client`'s connections to brokers its metadata no longer lists."""
+    listed = {broker.nodeId for broker in client.cluster.brokers()}
+    for conn_id, conn in list(client._conns.items()):
+        node_id = conn_id[0]
+        if isinstance(node_id, int) and node_id not in listed:
+            log.warning("broker %s is no longer in the cluster's metadata (fenced): its "
+                        "connection is closed, its requests go to the new leaders", node_id)
+            del client._conns[conn_id]
+            # not CONNECTION_BROKEN: that would ask for another metadata update at once
+            conn.close(reason=CloseReason.SHUTDOWN)
+
+
 def install() -> None:
     """Apply the process-wide behaviours of the contract (idempotent)."""
     global _installed
@@ -286,6 +366,7 @@ def install() -> None:
     faust_consumer.Consumer.perform_seek = _perform_seek_then_place  # type: ignore[method-assign]
     faust_aiokafka.AIOKafkaConsumerThread._create_worker_consumer = _worker_consumer  # type: ignore[method-assign]
     TableManager.on_start = _tables_start_at_once  # type: ignore[method-assign]
+    AIOKafkaClient._metadata_update = _metadata_update_letting_go
     _installed = True
 
 
