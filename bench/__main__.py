@@ -46,9 +46,7 @@ NOTES = {
     "bench.chaos": "Apache Kafka (the version of docker/kafka/pom.xml), three KRaft nodes (RF 3, "
                    "min ISR 2, broker.session.timeout.ms 3000, broker.heartbeat.interval.ms 500), "
                    "`pytest -m cluster`; `failover_unavailable_s`: the longest gap between two "
-                   "answered queries after kill -9 / SIGSTOP of a partition leader. The stall "
-                   "figures were measured with the clients closing their connections to a "
-                   "fenced broker, which the runtime does not do (docs/kafka.md).",
+                   "answered queries after kill -9 / SIGSTOP of a partition leader.",
 }
 #: Suites run only when named (`python -m bench scale`): they take a quarter to most of an hour.
 OPT_IN = {"scale", "chaos"}
