@@ -15,12 +15,14 @@ from __future__ import annotations
 import struct
 import threading
 from collections.abc import Iterable, Iterator, Mapping
-
-import zstandard
+from typing import TYPE_CHECKING, Any
 
 from indexer.database import Conn
 from indexer.schema import BLOCK_EVENTS, SEQ_MASK, block_id
 from projections.codec import dumps
+
+if TYPE_CHECKING:
+    import zstandard
 
 LEVEL = 3
 #: (blocks in the shard, dictionary size): when each dictionary is trained (on the most
@@ -34,7 +36,17 @@ TRAIN_SAMPLE_BLOCKS = 512
 #: the real Claude Code / Codex excerpts alike). The search itself settles on k=1024, d=8 for
 #: the large dictionary.
 TRAIN_K, TRAIN_D = 1024, 8
-_FORMAT = zstandard.FORMAT_ZSTD1_MAGICLESS
+_zstandard: Any = None
+
+
+def _zstd() -> Any:
+    """zstandard, imported when a block is first read or written (a listing reads none)."""
+    global _zstandard
+    if _zstandard is None:
+        import zstandard
+
+        _zstandard = zstandard
+    return _zstandard
 
 _dictionaries: dict[tuple[str, int], zstandard.ZstdCompressionDict] = {}
 _dictionaries_lock = threading.Lock()
@@ -66,7 +78,7 @@ def _dictionary(conn: Conn, epoch: str, number: int) -> zstandard.ZstdCompressio
         row = conn.execute("SELECT data FROM dictionaries WHERE id = ?", (number,)).fetchone()
         if row is None:
             raise ValueError(f"block dictionary {number} is missing")
-        found = zstandard.ZstdCompressionDict(bytes(row[0]))
+        found = _zstd().ZstdCompressionDict(bytes(row[0]))
         with _dictionaries_lock:
             _dictionaries[key] = found
     return found
@@ -81,7 +93,9 @@ def _decompressor(conn: Conn, epoch: str, number: int) -> zstandard.ZstdDecompre
     found = cache.get(key)
     if found is None:
         dict_data = _dictionary(conn, epoch, number) if number else None
-        found = cache[key] = zstandard.ZstdDecompressor(dict_data=dict_data, format=_FORMAT)
+        zstd = _zstd()
+        found = cache[key] = zstd.ZstdDecompressor(dict_data=dict_data,
+                                                   format=zstd.FORMAT_ZSTD1_MAGICLESS)
     return found
 
 
@@ -110,9 +124,11 @@ class BlockWriter:
         found = self._compressors.get(number)
         if found is None:
             dict_data = _dictionary(self.conn, self.epoch, number) if number else None
-            params = zstandard.ZstdCompressionParameters.from_level(
-                LEVEL, format=_FORMAT, write_checksum=0, write_dict_id=0, write_content_size=1)
-            found = self._compressors[number] = zstandard.ZstdCompressor(
+            zstd = _zstd()
+            params = zstd.ZstdCompressionParameters.from_level(
+                LEVEL, format=zstd.FORMAT_ZSTD1_MAGICLESS, write_checksum=0, write_dict_id=0,
+                write_content_size=1)
+            found = self._compressors[number] = zstd.ZstdCompressor(
                 dict_data=dict_data, compression_params=params)
         return found
 
@@ -155,9 +171,9 @@ class BlockWriter:
         samples: list[bytes | bytearray | memoryview] = [
             _decompressor(self.conn, self.epoch, d[0]).decompress(bytes(d)[1:]) for (d,) in rows]
         try:
-            trained = zstandard.train_dictionary(size, samples, level=LEVEL, k=TRAIN_K,
-                                                   d=TRAIN_D)
-        except zstandard.ZstdError:
+            trained = _zstd().train_dictionary(size, samples, level=LEVEL, k=TRAIN_K,
+                                               d=TRAIN_D)
+        except _zstd().ZstdError:
             self._blocks = 0  # too little variety to train on yet: try again later
             return
         number = self.dictionary + 1

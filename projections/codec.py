@@ -5,6 +5,13 @@ C-level `functools.partial` (`dumps_sorted`), so a call costs what a direct orjs
 wrapper written in Python exists only where a caller would otherwise repeat the same steps
 (`dumps_pretty`). ruff's banned-api keeps `orjson` and `json` out of every other module.
 
+A short process (the CLI's read path: one search, one listing) declares itself first
+(`for_short_process`): importing orjson costs such a process more than all its JSON work, so
+the names it then imports are the standard library's, writing the same bytes and reading the
+same values (a value the standard library would write differently, a float say, is still
+written by orjson). orjson is imported on the first use of its names, never by importing this
+module.
+
 What is here, by the question a caller asks:
 
 - Bytes for a value, bytes back to a value (stores, shards, the wire, state files): `dumps`,
@@ -41,9 +48,8 @@ from __future__ import annotations
 import functools
 import math
 import re
-from typing import Any
-
-import orjson
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from projections.errors import (
     INGEST_INVALID_UTF8,
@@ -62,6 +68,7 @@ __all__ = [
     "dumps",
     "dumps_pretty",
     "dumps_sorted",
+    "for_short_process",
     "format_js_number",
     "join_surrogate_pairs",
     "js_stringify",
@@ -76,24 +83,151 @@ __all__ = [
 # Bytes for a value and back (orjson's own functions: no layer in between)
 # ---------------------------------------------------------------------------------------------
 
-#: Compact UTF-8 JSON bytes of a value, keys in insertion order.
-dumps = orjson.dumps
-#: A value from JSON bytes or str (forgiving: see `loads_lossless` for a line of record).
-loads = orjson.loads
-#: `dumps` with keys sorted at every level: one writing per value, for digests and stable files.
-dumps_sorted = functools.partial(orjson.dumps, option=orjson.OPT_SORT_KEYS)
-#: Raised by `loads` (a ValueError).
-JSONDecodeError = orjson.JSONDecodeError
-#: Raised by the `dumps` functions (a TypeError): not serializable, or nested too deep.
-JSONEncodeError = orjson.JSONEncodeError
+if TYPE_CHECKING:
+    # Bound on first use (`__getattr__`, below): orjson's, or in a short process the standard
+    # library's writing the same bytes.
+    from orjson import JSONDecodeError as JSONDecodeError  # Raised by `loads` (a ValueError).
+    from orjson import JSONEncodeError as JSONEncodeError  # Raised by the dumps (a TypeError).
+    from orjson import dumps as dumps  # Compact UTF-8 JSON bytes, keys in insertion order.
+    from orjson import loads as loads  # A value from JSON bytes or str (see `loads_lossless`).
 
-_PRETTY = orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS
+    def dumps_sorted(value: Any, /) -> bytes:
+        """`dumps` with keys sorted at every level: one writing per value, for digests and
+        stable files."""
+
+#: The names bound on first use, and what binds them.
+_ENGINE_NAMES = frozenset({"dumps", "loads", "dumps_sorted", "JSONDecodeError",
+                           "JSONEncodeError"})
+_orjson_module: Any = None
+_short_process = False
+
+
+def _orjson() -> Any:
+    """orjson, imported on the first call that needs it."""
+    global _orjson_module
+    if _orjson_module is None:
+        import orjson
+
+        _orjson_module = orjson
+    return _orjson_module
+
+
+def for_short_process() -> None:
+    """Declare this process short-lived: the engine names imported from here after this call
+    (`dumps`, `loads`, `dumps_sorted` and their errors) are the standard library's, unless
+    orjson's are bound already."""
+    global _short_process
+    _short_process = True
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _ENGINE_NAMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    names = _standard_names() if _short_process else _orjson_names()
+    globals().update(names)
+    return names[name]
+
+
+def _orjson_names() -> dict[str, Any]:
+    orjson = _orjson()
+    return {"dumps": orjson.dumps, "loads": orjson.loads,
+            "dumps_sorted": functools.partial(orjson.dumps, option=orjson.OPT_SORT_KEYS),
+            "JSONDecodeError": orjson.JSONDecodeError, "JSONEncodeError": orjson.JSONEncodeError}
+
+
+#: JSON's whitespace (RFC 8259), which may surround a value.
+_WHITESPACE = " \t\n\r"
+#: The deepest nesting orjson writes: a deeper value goes to orjson, which refuses it.
+_ORJSON_DEPTH = 254
+
+
+def _plain(value: Any, depth: int = 0) -> bool:
+    """True if the standard library writes `value` byte for byte as orjson does: str keys;
+    str, int within 64 bits, bool, None; lists, tuples and dicts of those (exact types, no
+    subclasses). Floats are not: the two print some of them differently (`1e+16`, `1e16`)."""
+    kind = type(value)
+    if kind is str or kind is bool or value is None:
+        return True
+    if kind is int:
+        return bool(-(2**63) <= value < 2**64)
+    if depth >= _ORJSON_DEPTH:
+        return False
+    if kind is dict:
+        return all(type(key) is str and _plain(item, depth + 1) for key, item in value.items())
+    if kind is list or kind is tuple:
+        return all(_plain(item, depth + 1) for item in value)
+    return False
+
+
+def _standard_names() -> dict[str, Any]:
+    """The engine names as the standard library's json module provides them."""
+    import json
+
+    def refuse_constant(name: str) -> Any:
+        raise json.JSONDecodeError(f"{name} is not JSON", name, 0)
+
+    def finite(text: str) -> float:
+        number = float(text)
+        if not math.isfinite(number):  # orjson refuses a number past a double's range
+            raise json.JSONDecodeError(f"number {text[:40]} overflows a double", text, 0)
+        return number
+
+    decoder = json.JSONDecoder(parse_constant=refuse_constant, parse_float=finite)
+    compact = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False,
+                               check_circular=False)
+    ordered = json.JSONEncoder(ensure_ascii=False, separators=(",", ":"), allow_nan=False,
+                               check_circular=False, sort_keys=True)
+
+    def loads(data: bytes | bytearray | memoryview | str) -> Any:
+        try:
+            text = data if isinstance(data, str) else bytes(data).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise json.JSONDecodeError(f"invalid UTF-8: {exc.reason}", "", exc.start) from None
+        # raw_decode, not decode: decode's two whitespace scans cost more than a short value's
+        # parse, and what this project writes has no whitespace around it
+        start = len(text) - len(text.lstrip(_WHITESPACE)) if text[:1] in _WHITESPACE else 0
+        value, end = decoder.raw_decode(text, start)
+        if end != len(text) and text[end:].strip(_WHITESPACE):
+            raise json.JSONDecodeError("Extra data", text, end)
+        return value
+
+    def writer(encoder: json.JSONEncoder, sort: bool) -> Callable[[Any], bytes]:
+        def dumps(value: Any, /) -> bytes:
+            if _plain(value):
+                try:
+                    return encoder.encode(value).encode("utf-8")
+                except UnicodeEncodeError:  # a lone surrogate: orjson's error says so
+                    pass
+            orjson = _orjson()
+            return bytes(orjson.dumps(value, option=orjson.OPT_SORT_KEYS if sort else None))
+
+        return dumps
+
+    return {"dumps": writer(compact, False), "loads": loads,
+            "dumps_sorted": writer(ordered, True), "JSONDecodeError": json.JSONDecodeError,
+            # orjson's JSONEncodeError is a TypeError: what the writers above raise
+            "JSONEncodeError": TypeError}
+
+
+_PRETTY_INDENT = 2
 
 
 def dumps_pretty(value: Any) -> str:
     """JSON text indented by two spaces, for people to read; non-string keys (an int, say) are
     written as strings rather than refused."""
-    return orjson.dumps(value, option=_PRETTY).decode("utf-8")
+    if _short_process and _plain(value):
+        import json
+
+        try:
+            text = json.dumps(value, ensure_ascii=False, indent=_PRETTY_INDENT,
+                              allow_nan=False, check_circular=False)
+            text.encode("utf-8")  # a lone surrogate: orjson's error says so
+            return text
+        except UnicodeEncodeError:
+            pass
+    orjson = _orjson()
+    return str(orjson.dumps(value, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS)
+               .decode("utf-8"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -118,6 +252,7 @@ def loads_canonical(line: bytes) -> tuple[Any, bool]:
     """`loads_lossless`, and whether `line` is exactly orjson's compact writing of the value
     (then the line's bytes ARE the value's serialization: callers keep them instead of dumping
     again, and every number in it is a safe integer or a finite float)."""
+    orjson = _orjson_module or _orjson()
     try:
         value = orjson.loads(line)
     except orjson.JSONDecodeError as exc:
@@ -180,9 +315,10 @@ def _writes_back(value: Any, line: bytes) -> bool:
     """True if orjson writes `value` back as exactly `line`: then no key was repeated (a dict
     cannot hold one twice), no number was rounded or overflowed, and (strict integers) every
     integer is safe, so orjson's reading is the exact one."""
+    orjson = _orjson_module or _orjson()
     try:
-        return orjson.dumps(value, option=orjson.OPT_STRICT_INTEGER) == line
-    except (TypeError, orjson.JSONEncodeError):  # e.g. past orjson's nesting limit
+        return bool(orjson.dumps(value, option=orjson.OPT_STRICT_INTEGER) == line)
+    except TypeError:  # (orjson's JSONEncodeError is one)  # e.g. past orjson's nesting limit
         return False
 
 

@@ -230,7 +230,10 @@ def _rich_lines(lines: list[list[tuple[str, str]]]) -> int:
 def main() -> None:
     import gc
 
+    from projections.codec import for_short_process
+
     argv = sys.argv[1:]
+    for_short_process()
     # A read allocates little and then exits: the cyclic collector's passes over the modules
     # it imports would only cost time. The full CLI (a watcher, a worker) runs with it.
     gc.disable()
