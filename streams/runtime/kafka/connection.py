@@ -10,9 +10,12 @@ broker, a bare bootstrap string.
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from typing import Any, TypeVar
+
+from aiokafka.errors import KafkaError
 
 from projections.errors import (
     STREAM_AUTH_FAILED,
@@ -33,8 +36,17 @@ IDLE_TURN_MS = seam.IDLE_TURN_MS
 #: this often (aiokafka's default: every 5 min): a broker that stalls (a long pause, SIGSTOP)
 #: keeps its connections open and answers nothing, so no error tells them that its
 #: leaderships moved; the first metadata after the controller fenced it does, and lets go of
-#: it (streams.runtime.kafka.seam, 11). One small request a second per client.
+#: it (streams.runtime.kafka.seam, 10). One small request a second per client.
 FOLLOW_LEADERS: dict[str, Any] = {"metadata_max_age_ms": 1000}
+#: How long a role's start-up (its topics, the lineup) is asked again while a broker is lost: an
+#: admin request goes to any broker, a dead one too until the controller fences it, and the
+#: whole role would otherwise exit and be restarted (its imports and clients over again).
+SET_UP_RETRY_S = 60.0
+#: The pause between two attempts.
+SET_UP_PAUSE_S = 0.5
+
+log = logging.getLogger("recall.connection")
+_T = TypeVar("_T")
 
 _TLS = ("SSL", "SASL_SSL")
 _TLS_FILES = {"cafile": "RECALL_KAFKA_SSL_CAFILE", "certfile": "RECALL_KAFKA_SSL_CERTFILE",
@@ -63,6 +75,23 @@ class KafkaNotAuthorized(RecallError):
     """The principal lacks an ACL for what it tried (a topic, a consumer group, the cluster)."""
 
     code = STREAM_NOT_AUTHORIZED
+
+
+async def asked_again(what: str, attempt: Callable[[], Awaitable[_T]],
+                      within_s: float = SET_UP_RETRY_S) -> _T:
+    """`attempt()`'s answer, asked again every `SET_UP_PAUSE_S` while it fails with an error
+    asking again can mend (aiokafka's retriable ones: a lost broker, a leader moving), for up to
+    `within_s`; any other error, or the last one, is raised."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + within_s
+    while True:
+        try:
+            return await attempt()
+        except KafkaError as exc:
+            if not exc.retriable or loop.time() >= deadline:
+                raise
+            log.warning("%s met a lost broker (%r): asking again", what, exc)
+        await asyncio.sleep(SET_UP_PAUSE_S)
 
 
 def ssl_context(settings: Settings) -> ssl.SSLContext | None:

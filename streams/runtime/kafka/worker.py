@@ -25,7 +25,7 @@ from indexer.pipeline import use_bulk_gc
 from streams.core.settings import Settings, handover_json
 from streams.runtime.kafka import seam
 from streams.runtime.kafka.app import build_app
-from streams.runtime.kafka.connection import client_options, diagnose, explained
+from streams.runtime.kafka.connection import asked_again, client_options, diagnose, explained
 from streams.runtime.kafka.coordinator import QueryCoordinator
 from streams.runtime.kafka.fleet import (
     Lineup,
@@ -162,15 +162,33 @@ def run_role(settings: Settings, role: str, *, loglevel: str = "warning",
         _run_service(settings, role)
 
 
+async def _live_lineup(settings: Settings, role: str) -> Lineup:
+    """The lineup, once the live generation's topics exist: a role's start-up, asked again
+    while a broker is lost (`connection.asked_again`) rather than exiting."""
+    bootstrap = client_options(settings)
+
+    async def attempt() -> Lineup:
+        lineup = await read_lineup(bootstrap, settings.topic_prefix)
+        await ensure_topics(bootstrap, Topics.of(settings, lineup.live))
+        return lineup
+
+    return await asked_again(f"the {role} role's start-up", attempt)
+
+
+async def _generation_topics(settings: Settings, generation: int) -> None:
+    """`generation`'s topics, as `_live_lineup` ensures the live one's."""
+    bootstrap = client_options(settings)
+    await asked_again(f"the fold role's start-up (generation {generation})",
+                      lambda: ensure_topics(bootstrap, Topics.of(settings, generation)))
+
+
 def _run_service(settings: Settings, role: str) -> None:
     """The index or query role and its lineup watcher on one event loop. Both follow a change
     of the live generation in place: the index role already indexes a generation being built
     (streams.runtime.kafka.lineup), the query role scatters to the new one from its next request."""
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    bootstrap = client_options(settings)
-    lineup = loop.run_until_complete(read_lineup(bootstrap, settings.topic_prefix))
-    loop.run_until_complete(ensure_topics(bootstrap, Topics.of(settings, lineup.live)))
+    lineup = loop.run_until_complete(_live_lineup(settings, role))
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
@@ -201,11 +219,11 @@ def _run_fold(settings: Settings, loglevel: str, generation: int | None, *,
     (settings.data_dir / "faust").mkdir(parents=True, exist_ok=True)
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    bootstrap = client_options(settings)
     if generation is None:
-        generation = loop.run_until_complete(read_lineup(bootstrap, settings.topic_prefix)).live
+        generation = loop.run_until_complete(_live_lineup(settings, "fold")).live
+    else:
+        loop.run_until_complete(_generation_topics(settings, generation))
     name_process(f"recall-fold-g{generation}")
-    loop.run_until_complete(ensure_topics(bootstrap, Topics.of(settings, generation)))
     app = build_app(settings, generation=generation)
     driver = app.recall_fold  # type: ignore[attr-defined]
     last: dict[str, int] = {}
