@@ -11,7 +11,6 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, ConsumerRebalanceListener
 from aiokafka.coordinator.assignors.range import RangePartitionAssignor
-from aiokafka.errors import KafkaError
 
 from indexer import QueryService, ShardSet, SourceConflict
 from projections.errors import InputRejected, RecallError
@@ -30,6 +29,7 @@ from streams.runtime.kafka.codec import (
 from streams.runtime.kafka.connection import (
     FOLLOW_LEADERS,
     IDLE_TURN_MS,
+    asked_again,
     client_options,
     connect_kwargs,
 )
@@ -86,9 +86,6 @@ class _ShardRequestsFromNow(ConsumerRebalanceListener):  # type: ignore[misc]
 #: (a rebuild's index role goes idle for moments while the fold catches up: merging then, again
 #: and again, would slow the reindex down).
 MERGE_QUIET_S = 2.0
-#: How long an indexer's set-up is asked again while a broker is lost (Kafka fences a dead
-#: broker within broker.session.timeout.ms, 9 s by default).
-SET_UP_RETRY_S = 60.0
 
 
 class DocumentIndexer:
@@ -166,24 +163,15 @@ class DocumentIndexer:
         lost (an admin request goes to any broker, the dead one too until it is fenced): a
         generation's indexer starts beside the live one's, and its failure would restart the
         whole index role, the live shards' answers with it."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + SET_UP_RETRY_S
-        while True:
-            try:
-                await ensure_fleet_topics(self.bootstrap, self.settings.topic_prefix,
-                                          **replication_options(self.settings))
-                await ensure_topics(self.bootstrap, self.topics,
-                                    names=[self.topics.documents, self.topics.shard_requests])
-                # Cursors must verify on any owner: sign with the fleet's key, not a local one.
-                self.shards.key = await fleet_cursor_key(self.bootstrap,
-                                                         self.settings.topic_prefix)
-                return
-            except KafkaError as exc:
-                if not exc.retriable or loop.time() >= deadline:
-                    raise
-                log.warning("setting up %s met a lost broker (%r): asking again",
-                            self.topics.documents, exc)
-                await asyncio.sleep(0.5)
+        async def attempt() -> None:
+            await ensure_fleet_topics(self.bootstrap, self.settings.topic_prefix,
+                                      **replication_options(self.settings))
+            await ensure_topics(self.bootstrap, self.topics,
+                                names=[self.topics.documents, self.topics.shard_requests])
+            # Cursors must verify on any owner: sign with the fleet's key, not a local one.
+            self.shards.key = await fleet_cursor_key(self.bootstrap, self.settings.topic_prefix)
+
+        await asked_again(f"setting up {self.topics.documents}", attempt)
 
     async def run(self, stop: asyncio.Event) -> None:
         """Index until `stop` is set."""
