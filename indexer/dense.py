@@ -1,12 +1,12 @@
 """Storage and read side: semantic and hybrid searches over the shards' int4 vectors.
 
 Semantic: a cosine scan of the vectors of every shard (cached in memory per shard file, taken up
-incrementally by rowid), each event scored by its best chunk; the best events are then joined to
+incrementally by rowid), each event scored by its best vector; the best events are then joined to
 their rows under the request's filters — exactly the filters a lexical search applies — growing
 the scan's cut until the page is full or every vector was looked at.
 
 A large index is scanned in two steps: the Hamming distance of every vector's sign bits to the
-query's (48 bytes a vector, so a million vectors are a fast pass) picks a shortlist, and only the
+query's (DIMENSION / 8 bytes a vector, so a million vectors are a fast pass) picks a shortlist, and only the
 shortlisted vectors are scored exactly. The shortlist is every vector at or under one distance
 threshold over all shards together (the smallest that takes in enough vectors, ties all in), so
 which vectors it holds depends on neither the shard count nor the order of the rows. Indexes of
@@ -31,7 +31,7 @@ from indexer.database import Conn
 from indexer.errors import INVALID_QUERY, query_error
 from indexer.ranking import Candidate, Scope, event_key
 from indexer.search import _COLUMNS, _JOINS, _candidate, _where
-from indexer.semantic import DIMENSION, MAX_CHUNKS, load_embedder, quantize, unpack4
+from indexer.semantic import DIMENSION, MAX_CHUNKS, MODEL_ID, OFF, load_embedder, quantize, unpack4
 from projections.codec import dumps
 
 if TYPE_CHECKING:  # (loaded with the pool, by a search by meaning only)
@@ -74,6 +74,20 @@ def unavailable() -> Exception:
                        "this index holds no semantic vectors (it was built without them)",
                        hint="set RECALL_SEMANTIC=1 (with the 'semantic' extra installed) and run"
                             " `recall reindex`; lexical search works as before")
+
+
+def check_vectors(stored: str) -> None:
+    """Raise unless a shard recording `stored` (its meta `semantic`) holds vectors this version
+    can score: none (OFF), or another model's (other dimensions, other meaning: their bytes
+    would be read as garbage), is RECALL_SEMANTIC_UNAVAILABLE."""
+    if stored == OFF:
+        raise unavailable()
+    if stored.removesuffix("/tools") != MODEL_ID:
+        raise query_error(SEMANTIC_UNAVAILABLE,
+                          f"this index's vectors were made by another model ({stored}); this"
+                          f" version embeds with {MODEL_ID}",
+                          hint="run `recall reindex` with RECALL_SEMANTIC=1 to rebuild them;"
+                               " lexical search works as before")
 
 
 class _ShardVectors:

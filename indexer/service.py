@@ -42,7 +42,7 @@ from indexer.search import (
     make_snippets,
     search_shard,
 )
-from indexer.semantic import OFF, require_extra
+from indexer.semantic import require_extra
 from indexer.shard import Shard
 from indexer.shardset import Progress, ShardSet
 from indexer.snapshots import Snapshot, SnapshotRegistry
@@ -184,8 +184,8 @@ class QueryService(SessionReads):
         req = prepare_request(request, scope, self.config)
         if req["mode"] in DENSE_MODES:
             require_extra()
-            if any(s.semantic == OFF for s in self.shardset):
-                raise dense.unavailable()
+            for shard in self.shardset:
+                dense.check_vectors(shard.semantic)
         if req["mode"] == "substring" and not self.shardset.has_substring():
             if self.build_substring:
                 # An index created without substring coverage: build it now, once.

