@@ -291,6 +291,8 @@ class StaticEmbedder:
                   else unit.astype(np.float32))
         vector.setflags(write=False)
         return vector
+
+
 def quantize(np: Any, vector: Any) -> bytes:
     """int8 of a unit vector, scaled so its largest component is ±127 (direction kept)."""
     top = float(np.abs(vector).max())
