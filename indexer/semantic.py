@@ -276,8 +276,9 @@ class StaticEmbedder:
         wanted = [at for at, text in enumerate(texts) if len(text.strip()) >= MIN_CHARS]
         if not wanted:
             return out
-        encoded = self._tokenizer.encode_batch([texts[at][:MAX_CHARS] for at in wanted],
-                                               add_special_tokens=False)
+        # (the ids without the offsets `encode_batch` also computes: the same ids, sooner)
+        encoded = self._tokenizer.encode_batch_fast([texts[at][:MAX_CHARS] for at in wanted],
+                                                    add_special_tokens=False)
         for at, enc in zip(wanted, encoded, strict=True):
             unit = self._unit(enc.ids)
             if unit is not None:
