@@ -23,9 +23,7 @@ with the query's int8 vector.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import os
-import tempfile
 import threading
 from collections.abc import Sequence
 from importlib import import_module
@@ -143,6 +141,8 @@ def cache_dir() -> Path | None:
 def table_name(model: Path) -> str:
     """The file name of the table distilled from `model` by this recipe: a digest of the model
     file, the tokenizer and MODEL_ID (another model file or recipe makes another table)."""
+    import hashlib  # (OpenSSL's load is not paid by a read that never distills)
+
     digest = hashlib.sha256(MODEL_ID.encode())
     digest.update(_TOKENIZER.read_bytes())
     with model.open("rb") as f:
@@ -222,6 +222,8 @@ def load_table(np: Any, tokenizer: Any) -> Any:
         return table
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
+        import tempfile  # (random, shutil and compressors: only a process that stores one)
+
         fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".static-", suffix=".npy")
         try:
             with os.fdopen(fd, "wb") as f:

@@ -187,7 +187,7 @@ def test_other_command_lines_go_to_the_full_cli(data: Path, args: list[str]) -> 
 
 
 @pytest.mark.parametrize("args", [["search", "again"], ["sessions", "--json"],
-                                  ["search", "again", "--json"], ["sessions"]], ids=" ".join)
+                                  ["search", "again", "--json"]], ids=" ".join)
 def test_a_fast_read_loads_no_heavy_library(data: Path, args: list[str]) -> None:
     # the entry point itself (main exits without the interpreter's teardown; atexit runs)
     code = ("import atexit, sys\n"
