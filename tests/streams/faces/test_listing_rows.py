@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from streams.faces.textsafe import _UNSAFE, _UNSAFE_KEEP_LINES, _escape, visible
-from streams.faces.views import SESSION_COLUMNS, ms_to_minute, session_rows
+from streams.faces.views import SESSION_COLUMNS, ms_to_iso, ms_to_minute, session_rows
 
 EDGES = [0, 1, 59_999, 60_000, 999, 1_000, 86_399_999, 1_700_000_000_000, 1_719_990_499_999,
          951_782_400_000, 253_402_300_799_999]
@@ -26,6 +26,14 @@ def _datetime_minute(ms: int) -> str:
                                                              7_654_321)])
 def test_a_time_shows_the_minute_datetime_shows(ms: int) -> None:
     assert ms_to_minute(ms) == _datetime_minute(ms)
+
+
+@pytest.mark.parametrize("ms", [*EDGES, -1, -60_001, 1_234, *range(1_000_000_000_000,
+                                                                   1_000_100_000_000, 7_654_321)])
+def test_a_time_shows_the_millisecond_datetime_shows(ms: int) -> None:
+    # (exact integer arithmetic: ms / 1000 as a float rounds away a millisecond past year ~2200)
+    exact = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC) + datetime.timedelta(milliseconds=ms)
+    assert ms_to_iso(ms) == exact.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def test_an_unknown_time_is_a_dash() -> None:
