@@ -36,6 +36,7 @@ _RICH_ENV = ("FORCE_COLOR", "TTY_COMPATIBLE", "TTY_INTERACTIVE", "JUPYTER_COLUMN
              "JUPYTER_LINES")
 #: Characters besides printable ASCII that the plain writer prints as rich does (one cell).
 _PLAIN_EXTRA = "—·…"
+_PLAIN = re.compile(f"[\x20-\x7e{_PLAIN_EXTRA}]*")
 
 
 class Command:
@@ -107,13 +108,10 @@ def _plain(lines: list[str]) -> bool:
     """Whether printing `lines` as they are is what rich prints."""
     if sys.stdout.isatty() or any(os.environ.get(name) is not None for name in _RICH_ENV):
         return False
-    # printable ASCII, once the extra characters are taken out: scans in C, and no pattern to
-    # compile at every start
     text = "".join(lines)
-    if not text.isascii():
-        for extra in _PLAIN_EXTRA:  # (str.replace is a scan in C; translate maps per char)
-            text = text.replace(extra, "")
-    return text.isascii() and text.isprintable()
+    if text.isascii() and text.isprintable():  # printable ASCII: two scans in C, no pattern
+        return True
+    return _PLAIN.fullmatch(text) is not None  # one character class: one scan
 
 
 def _search(command: Command, reader: Any) -> tuple[Any, list[list[tuple[str, str]]]]:
