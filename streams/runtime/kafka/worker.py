@@ -29,6 +29,7 @@ from streams.runtime.kafka.connection import asked_again, client_options, diagno
 from streams.runtime.kafka.coordinator import QueryCoordinator
 from streams.runtime.kafka.fleet import (
     Lineup,
+    control_topic,
     ensure_fleet_topics,
     read_lineup,
     replication_options,
@@ -66,21 +67,9 @@ def run_worker(settings: Settings, roles: Sequence[str], *, loglevel: str = "war
     seam.install()  # the lineup follower waits on empty fetches too
     seam.long_polls(True)
     name_process("recall-worker")
-    from streams.runtime.kafka.fleet import control_topic
-
     if settings.kafka_request_keys is not None:
         KeyRing.load(settings.kafka_request_keys)  # a bad keyfile stops the worker here
-    conn = client_options(settings)
-    try:
-        # A principal the cluster refuses (authentication, TLS, a topic's ACL) is told so here:
-        # aiokafka would retry a topic it may not use for ever, logging each attempt.
-        refused = asyncio.run(diagnose(conn, [control_topic(settings.topic_prefix),
-                                              *Topics.of(settings).shared()]))
-        if refused is not None:
-            raise refused
-        lineup = asyncio.run(_ensure_topics(settings))
-    except Exception as exc:
-        raise asyncio.run(explained(conn, exc)) from None
+    lineup = _set_up(settings)
     env = {**os.environ, SETTINGS_ENV: handover_json(settings),
            SUPERVISOR_ENV: str(os.getpid())}
     wanted = list(dict.fromkeys(roles))
@@ -132,13 +121,36 @@ def run_worker(settings: Settings, roles: Sequence[str], *, loglevel: str = "war
         follower.stop()
 
 
+def _set_up(settings: Settings) -> Lineup:
+    """The supervisor's start-up: the fleet's and the live generation's topics, and the lineup.
+    A principal the cluster refuses (authentication, TLS, a topic's ACL) stops it with the
+    STREAM_* error that says which; a lost broker is asked again (`_ensure_topics`)."""
+    conn = client_options(settings)
+    try:
+        # told here: aiokafka would retry a topic it may not use for ever, logging each attempt
+        refused = asyncio.run(diagnose(conn, [control_topic(settings.topic_prefix),
+                                              *Topics.of(settings).shared()]))
+        if refused is not None:
+            raise refused
+        return asyncio.run(_ensure_topics(settings))
+    except Exception as exc:
+        raise asyncio.run(explained(conn, exc)) from None
+
+
 async def _ensure_topics(settings: Settings) -> Lineup:
+    """The topics and the lineup, asked again while a broker is lost (`connection.asked_again`),
+    as each role's start-up is (`_live_lineup`): a supervisor started, or restarted, while the
+    cluster loses a broker would otherwise exit."""
     bootstrap = client_options(settings)
-    await ensure_fleet_topics(bootstrap, settings.topic_prefix,
-                              **replication_options(settings))
-    lineup = await read_lineup(bootstrap, settings.topic_prefix)
-    await ensure_topics(bootstrap, Topics.of(settings, lineup.live))
-    return lineup
+
+    async def attempt() -> Lineup:
+        await ensure_fleet_topics(bootstrap, settings.topic_prefix,
+                                  **replication_options(settings))
+        lineup = await read_lineup(bootstrap, settings.topic_prefix)
+        await ensure_topics(bootstrap, Topics.of(settings, lineup.live))
+        return lineup
+
+    return await asked_again("the worker's start-up", attempt)
 
 
 def run_role(settings: Settings, role: str, *, loglevel: str = "warning",
