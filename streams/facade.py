@@ -542,6 +542,23 @@ def match_count_implementation() -> str:
     return implementation()
 
 
+def prepare_meaning_model(report: Callable[[int, int], None] | None = None) -> bool:
+    """Distill and store the meaning model's table now if this machine has none yet (the
+    one-off first step of recall by meaning, docs/semantic.md), telling `report(tokens done,
+    tokens)` meanwhile; False when the table was already there (or the extra is missing: the
+    command that needs it says so)."""
+    from indexer import semantic
+
+    if semantic.table_stored():
+        return False
+    semantic.report_distilling(report)
+    try:
+        semantic.load_embedder()
+    finally:
+        semantic.report_distilling(None)
+    return True
+
+
 def log_files(paths: Sequence[Path]) -> list[Path]:
     """The files an ingest of `paths` reads, in the order it reads them."""
     from streams.ingest.edge import iter_log_files
