@@ -26,9 +26,10 @@ Metrics:
   would decide the ratio). `embed_share_of_ingest`: (on − off) ÷ on.
 - `semantic_load_average_start` / `_end`: the machine's 1-minute load average around the run
   (the machine is shared: the model's figures scale with the cores it gets).
-- `index_bytes_per_text_byte_{lexical,semantic}`: the closed generation's shard files ÷ the UTF-8
-  bytes of every indexed document text (the index also keeps every raw event, tool output
-  included, compressed: hence far above 1 on this corpus either way);
+- `index_bytes_per_text_byte_{lexical,semantic}_realdata`: the closed generation's shard files
+  ÷ the UTF-8 bytes of every indexed document text of the quality corpus (the index also keeps
+  every raw event, tool output included, compressed: hence far above 1 on this small corpus
+  either way);
   `index_bytes_added_per_text_byte_semantic` the difference ÷ the same (both are small
   indexes of 8 shards: pages of fixed tables weigh more than at scale);
   `vector_bytes_per_text_byte`: the vectors' blobs alone ÷ the same;
@@ -44,7 +45,8 @@ Metrics:
 - `index_bytes_per_text_byte_semantic_<n>`: that index's shard files ÷ its text bytes (every
   event a short message with a vector: the most vector bytes per text byte a corpus can have;
   real logs' tool output adds text without vectors); `vector_table_bytes_per_text_byte_<n>`:
-  the pages of its `vectors` tables ÷ the same.
+  the pages of its `vectors` tables ÷ the same. `index_bytes_per_text_byte_semantic` (the
+  issue's goal): the largest n measured, where the index's size per text byte has settled.
 """
 
 from __future__ import annotations
@@ -179,6 +181,10 @@ class _HashEmbedder:
         raise AssertionError
 
 
+def _size_name(events: int) -> str:
+    return f"{events // 1000}k" if events < 1_000_000 else f"{events // 1_000_000}m"
+
+
 def _latency(events: int, queries: list[str], work: Path) -> dict[str, Any]:
     from indexer import IndexConfig, QueryService, ShardSet, semantic
     from projections.fold import SurfaceState
@@ -218,7 +224,7 @@ def _latency(events: int, queries: list[str], work: Path) -> dict[str, Any]:
         semantic._loaded = real
     service = QueryService(shards)
     out: dict[str, Any] = {}
-    name = f"{events // 1000}k" if events < 1_000_000 else f"{events // 1_000_000}m"
+    name = _size_name(events)
     try:
         for mode in ("hybrid", "semantic", "lexical"):
             service.search_sessions({"query": queries[0], "mode": mode})  # warm-up: the cache
@@ -278,7 +284,7 @@ def run() -> dict[str, Any]:
         try:
             texts, text_bytes = _texts(on)
             out["embedded_events"] = len(texts)
-            out["index_bytes_per_text_byte_lexical"] = round(off_bytes / text_bytes, 3)
+            out["index_bytes_per_text_byte_lexical_realdata"] = round(off_bytes / text_bytes, 3)
             out["vector_bytes_per_text_byte"] = round(_vector_bytes(on) / text_bytes, 3)
             out["ingest_ratio_semantic_on_vs_off"] = round(t_off / t_on, 3)
             out["ingest_s_semantic_off"] = round(t_off, 2)
@@ -299,7 +305,7 @@ def run() -> dict[str, Any]:
         finally:
             on.close()
         on_bytes = _shards_bytes(work / "on")
-        out["index_bytes_per_text_byte_semantic"] = round(on_bytes / text_bytes, 3)
+        out["index_bytes_per_text_byte_semantic_realdata"] = round(on_bytes / text_bytes, 3)
         out["index_bytes_added_per_text_byte_semantic"] = round((on_bytes - off_bytes)
                                                                 / text_bytes, 3)
         out["vector_table_bytes_per_text_byte"] = round(
@@ -311,6 +317,8 @@ def run() -> dict[str, Any]:
                              else [1_000_000])
         for size in sizes:
             out.update(_latency(size, labeled, work))
+        out["index_bytes_per_text_byte_semantic"] = out[
+            f"index_bytes_per_text_byte_semantic_{_size_name(sizes[-1])}"]
     finally:
         shutil.rmtree(work, ignore_errors=True)
     out["semantic_load_average_end"] = round(os.getloadavg()[0], 2)
