@@ -19,7 +19,7 @@ from typing import Any
 from aiokafka import AIOKafkaProducer
 
 from streams.runtime.kafka.codec import encode_segment
-from streams.runtime.kafka.connection import FOLLOW_LEADERS, Connect, connect_kwargs
+from streams.runtime.kafka.connection import Connect, connect_kwargs
 
 #: Upper bound of a segment's bytes (a line longer than this travels alone). Big enough that a
 #: segment carries a few hundred typical events, small enough to stay far below brokers' 1 MB
@@ -80,12 +80,10 @@ class EventProducer:
         self.max_segment_bytes = max_segment_bytes
         self.linger_s = linger_ms / 1000
         # idempotent (RECALL_KAFKA_IDEMPOTENT): a batch retried after a leader change is not
-        # written twice; aiokafka then requires acks=all. FOLLOW_LEADERS: a stalled leader's
-        # fence is seen within a second, and the events waiting on it go to the new leaders
-        # (with aiokafka's 5 min age they waited until the broker resumed or timed out).
+        # written twice; aiokafka then requires acks=all
         self.producer = producer or batching_producer(
-            bootstrap, **FOLLOW_LEADERS,
-            **({"acks": "all", "enable_idempotence": True} if idempotent else {"acks": acks}))
+            bootstrap, **({"acks": "all", "enable_idempotence": True} if idempotent
+                          else {"acks": acks}))
         self._own = producer is None
         self._buffers: dict[str, list[bytes]] = {}
         self._sizes: dict[str, int] = {}

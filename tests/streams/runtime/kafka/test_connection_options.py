@@ -98,19 +98,3 @@ def test_the_password_is_never_shown_but_reaches_the_role_processes(ca: Path) ->
     assert handed.kafka_sasl_password is not None
     assert handed.kafka_sasl_password.get_secret_value() == PASSWORD
     assert handed == settings
-
-
-@pytest.mark.parametrize("idempotent", [False, True])
-def test_the_event_producer_follows_leaders_as_the_request_path_does(idempotent: bool) -> None:
-    """`recall ingest` / `watch` over Kafka: a stalled leader's fence is seen within the
-    FOLLOW_LEADERS age, not aiokafka's 5 min (seam, item 10)."""
-    import asyncio
-
-    from streams.runtime.kafka.connection import FOLLOW_LEADERS
-    from streams.runtime.kafka.producer import EventProducer
-
-    async def age() -> int:
-        events = EventProducer("127.0.0.1:1", "t.events", idempotent=idempotent)
-        return int(events.producer.client._metadata_max_age_ms)
-
-    assert asyncio.run(age()) == FOLLOW_LEADERS["metadata_max_age_ms"] < 300_000
