@@ -4,7 +4,6 @@ the app is complete without any other module's help, and its table and hooks are
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 import faust
 from aiokafka.consumer.fetcher import Fetcher
@@ -13,9 +12,7 @@ from faust.types import TP
 
 from streams.core.settings import Settings
 from streams.runtime.kafka import seam
-from streams.runtime.kafka.agents import output_producer
 from streams.runtime.kafka.app import build_app
-from streams.runtime.kafka.connection import FOLLOW_LEADERS
 from streams.runtime.kafka.folding import Fold
 from streams.runtime.kafka.topics import FOLD_TABLE, Topics
 
@@ -80,22 +77,3 @@ def test_each_app_is_built_fresh() -> None:
     first, second = build_app(SETTINGS), build_app(SETTINGS)
     assert first is not second and isinstance(first, faust.App)
     assert first.recall_fold is not second.recall_fold
-
-
-def test_the_folds_clients_refresh_their_metadata_as_often_as_the_request_path() -> None:
-    """faust's group consumer and changelog producer, and the fold's documents producer, ask
-    for the cluster's metadata every `FOLLOW_LEADERS` age, not aiokafka's 5 min: a stalled
-    broker's fence, and the leaders that replace it, are seen that soon (seam, item 10)."""
-    async def ages() -> list[int]:
-        app: Any = build_app(SETTINGS)  # faust's aiokafka consumer and producer, not its types
-        consumer = app.consumer._thread._create_worker_consumer(app.transport)
-        producers = [app.producer._new_producer(), output_producer(SETTINGS)]
-        try:
-            return [consumer._client._metadata_max_age_ms,
-                    *(producer.client._metadata_max_age_ms for producer in producers)]
-        finally:
-            for client in (consumer, *producers):
-                await client.stop()
-
-    assert asyncio.run(ages()) == [FOLLOW_LEADERS["metadata_max_age_ms"]] * 3
-    assert FOLLOW_LEADERS["metadata_max_age_ms"] < 300_000

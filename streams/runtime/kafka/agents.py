@@ -4,11 +4,10 @@ faust glue is streams.runtime.kafka.seam.FaustFold."""
 from __future__ import annotations
 
 import faust
-from aiokafka import AIOKafkaProducer
 
 from streams.core.detectors import build_redactor
 from streams.core.settings import Settings
-from streams.runtime.kafka.connection import FOLLOW_LEADERS, client_options
+from streams.runtime.kafka.connection import client_options
 from streams.runtime.kafka.folding import Fold
 from streams.runtime.kafka.foldstep import FoldProcessor
 from streams.runtime.kafka.producer import batching_producer
@@ -41,8 +40,14 @@ def register_fold_agent(app: faust.App, settings: Settings, topics: Topics) -> F
 
     @app.agent(source, name="fold")
     async def run_fold(stream: faust.StreamT[bytes]) -> None:
+        # Outputs get their own producer (a short linger of their own, every batch's document
+        # acks awaited together), apart from faust's, which writes the changelog.
         assert settings.broker is not None
-        fold.producer = output_producer(settings)
+        # acks=all: offsets are committed once these acks are in, so a document acked by a
+        # leader alone and lost with it (a stalled leader replaced, then truncated) was lost for
+        # good; on a single broker it costs nothing
+        fold.producer = batching_producer(client_options(settings),
+                                          linger_ms=OUTPUT_LINGER_MS, acks="all")
         await fold.producer.start()
         try:
             await driver.run(stream, BATCH_MAX, BATCH_WITHIN_S)
@@ -50,14 +55,3 @@ def register_fold_agent(app: faust.App, settings: Settings, topics: Topics) -> F
             await fold.producer.stop()
 
     return driver
-
-
-def output_producer(settings: Settings) -> AIOKafkaProducer:
-    """The fold's documents producer. Outputs get their own (a short linger of their own, every
-    batch's document acks awaited together), apart from faust's, which writes the changelog."""
-    # acks=all: offsets are committed once these acks are in, so a document acked by a leader
-    # alone and lost with it (a stalled leader replaced, then truncated) was lost for good; on a
-    # single broker it costs nothing. FOLLOW_LEADERS: a stalled leader of a documents partition
-    # is let go within a second of its fence, as faust's clients of the fold do.
-    return batching_producer(client_options(settings), linger_ms=OUTPUT_LINGER_MS, acks="all",
-                             **FOLLOW_LEADERS)

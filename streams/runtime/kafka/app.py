@@ -15,14 +15,11 @@ from streams.runtime.kafka.topics import Topics
 
 def faust_options(settings: Settings) -> dict[str, Any]:
     """The faust settings we rely on; docs/ENGINE-NOTES.md says why each one."""
-    from streams.runtime.kafka.connection import FAUST_FOLLOW_LEADERS, faust_broker
+    from streams.runtime.kafka.connection import faust_broker
 
     options: dict[str, Any] = {
         # every bootstrap host and the RECALL_KAFKA_* credentials (streams.runtime.kafka.connection)
         **faust_broker(settings),
-        # the consumer and producer see a fenced (dead or stalled) broker's leaderships move
-        # within a second, as the request path does (streams.runtime.kafka.seam, 10)
-        **FAUST_FOLLOW_LEADERS,
         "store": "memory://",
         "datadir": str(settings.data_dir / "faust"),
         # Session timeout bounds the takeover after a crash; noida-db and a default Kafka

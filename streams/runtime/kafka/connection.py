@@ -38,14 +38,6 @@ IDLE_TURN_MS = seam.IDLE_TURN_MS
 #: leaderships moved; the first metadata after the controller fenced it does, and lets go of
 #: it (streams.runtime.kafka.seam, 10). One small request a second per client.
 FOLLOW_LEADERS: dict[str, Any] = {"metadata_max_age_ms": 1000}
-#: The fold's faust clients (its group consumer and the producer writing its changelog) follow
-#: leaders as often, in faust's names for that aiokafka setting: with aiokafka's 5 min a fold
-#: whose group coordinator or partition leader stalls waits on it until it resumes or a request
-#: times out, and no event becomes searchable meanwhile (its documents producer has
-#: FOLLOW_LEADERS itself). One small request a second per client.
-FAUST_FOLLOW_LEADERS: dict[str, Any] = {
-    "consumer_metadata_max_age_ms": FOLLOW_LEADERS["metadata_max_age_ms"],
-    "producer_metadata_max_age_ms": FOLLOW_LEADERS["metadata_max_age_ms"]}
 #: How long a role's start-up (its topics, the lineup) is asked again while a broker is lost: an
 #: admin request goes to any broker, a dead one too until the controller fences it, and the
 #: whole role would otherwise exit and be restarted (its imports and clients over again).

@@ -69,8 +69,7 @@ Contract, once `install()` ran in the process (the worker's roles, `build_app`, 
    group's new coordinator, instead of hanging for the whole request timeout (40 s). A
    SIGSTOPped broker answers nothing and closes nothing, so without this the clients held on
    to it for as long as it hung. How soon a client sees the fence is its `metadata_max_age_ms`
-   (`streams.runtime.kafka.connection.FOLLOW_LEADERS` on the request path and the fold's
-   documents producer, `FAUST_FOLLOW_LEADERS` on faust's clients of the fold). Only the brokers
+   (`streams.runtime.kafka.connection.FOLLOW_LEADERS` on the request path). Only the brokers
    an answer lists decide what is closed (an answer without brokers closes nothing; a topic's
    error, e.g. one the principal may not describe, none), and a cancelled round ends cancelled
    (a client's `close()` cancels its metadata task once and waits for it to end).
