@@ -138,15 +138,16 @@ def cache_dir() -> Path | None:
     return Path(base) / "session-recall" / "models"
 
 
-def table_name(model: Path) -> str:
-    """The file name of the table distilled from `model` by this recipe: a digest of the model
-    file, the tokenizer and MODEL_ID (another model file or recipe makes another table)."""
-    import hashlib  # (OpenSSL's load is not paid by a read that never distills)
+def table_name(package: Any) -> str:
+    """The file name of the table distilled from the model `package` ships, by this recipe: a
+    digest of the model file's sha256 (the one the package pins, `SHA256`: hashing its 23 MB
+    at every process start would cost more than loading the table), the tokenizer and MODEL_ID
+    (another model file or recipe makes another table)."""
+    import hashlib  # (OpenSSL's load is not paid by a read that never embeds)
 
     digest = hashlib.sha256(MODEL_ID.encode())
     digest.update(_TOKENIZER.read_bytes())
-    with model.open("rb") as f:
-        digest.update(hashlib.file_digest(f, "sha256").digest())
+    digest.update(bytes.fromhex(package.SHA256))
     return f"static-{digest.hexdigest()[:24]}.npy"
 
 
@@ -169,7 +170,7 @@ def table_stored() -> bool:
     except MissingExtra:
         return True
     where = cache_dir()
-    return where is not None and (where / table_name(Path(package.model_path()))).is_file()
+    return where is not None and (where / table_name(package)).is_file()
 
 
 def distill(np: Any, ort: Any, model: Path, tokenizer: Any) -> Any:
@@ -240,7 +241,7 @@ def load_table(np: Any, tokenizer: Any) -> Any:
     model = Path(package.model_path())
     size = tokenizer.get_vocab_size()
     where = cache_dir()
-    path = None if where is None else where / table_name(model)
+    path = None if where is None else where / table_name(package)
     if path is not None:
         found = _stored(np, path, size)
         if found is not None:

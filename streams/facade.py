@@ -542,21 +542,24 @@ def match_count_implementation() -> str:
     return implementation()
 
 
-def prepare_meaning_model(report: Callable[[int, int], None] | None = None) -> bool:
-    """Distill and store the meaning model's table now if this machine has none yet (the
-    one-off first step of recall by meaning, docs/semantic.md), telling `report(tokens done,
-    tokens)` meanwhile; False when the table was already there (or the extra is missing: the
-    command that needs it says so)."""
+def meaning_model_stored() -> bool:
+    """Whether this machine holds the meaning model's table (else the first use of recall by
+    meaning distills it, docs/semantic.md); True without the extra (nothing to distill)."""
     from indexer import semantic
 
-    if semantic.table_stored():
-        return False
+    return semantic.table_stored()
+
+
+def prepare_meaning_model(report: Callable[[int, int], None] | None = None) -> None:
+    """Load the meaning model now, distilling and storing its table first if this machine has
+    none, telling `report(tokens done, tokens)` meanwhile."""
+    from indexer import semantic
+
     semantic.report_distilling(report)
     try:
         semantic.load_embedder()
     finally:
         semantic.report_distilling(None)
-    return True
 
 
 def log_files(paths: Sequence[Path]) -> list[Path]:

