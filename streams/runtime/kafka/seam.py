@@ -160,7 +160,7 @@ _metadata_update = AIOKafkaClient._metadata_update
 _BOOTSTRAP = ("bootstrap", ConnectionGroup.DEFAULT)
 
 
-# --- 1. idle consumers wait ----------------------------------------------------------------
+# --- 1. idle consumers wait, busy ones do not ----------------------------------------------
 
 async def _fetch_waiting(self: Any, assignment: Any, node_id: Any, request: Any) -> bool:
     # returns True when it buffered records; the fetch routine sends no new request to this
@@ -225,7 +225,7 @@ def wake(consumer: AIOKafkaConsumer) -> None:
     fetcher._recall_woken.set()
 
 
-# --- 9. which topics a principal may use -------------------------------------------------
+# --- 9. which topics a principal may use (topic_access) ------------------------------------
 
 async def topic_access(admin: Any, topics: Sequence[str]) -> dict[str, int]:
     """Topic → the error code a metadata request answers for it (0: usable, 3: missing, 29: not
@@ -236,7 +236,7 @@ async def topic_access(admin: Any, topics: Sequence[str]) -> dict[str, int]:
             for info in response.to_object()["topics"]}
 
 
-# --- 2. static members leave on a clean stop -----------------------------------------------
+# --- 2. a static group member leaves on a clean stop ---------------------------------------
 
 async def _leave_group(self: Any) -> None:
     # aiokafka's own, without `and self._group_instance_id is None`
@@ -249,7 +249,7 @@ async def _leave_group(self: Any) -> None:
     self.reset_generation()
 
 
-# --- 3. uncommitted partitions from their beginning ----------------------------------------
+# --- 3. seek_to_committed: a partition without a commit from its beginning -----------------
 
 async def _seek_to_committed_or_beginning(self: Any, *partitions: Any) -> Any:
     committed = await _seek_to_committed(self, *partitions)
@@ -259,7 +259,7 @@ async def _seek_to_committed_or_beginning(self: Any, *partitions: Any) -> Any:
     return committed
 
 
-# --- 4. and 5. faust delivers everything; the fold places its partitions -------------------
+# --- 4. faust's consumer delivers every fetched record; 5. the fold places its partitions --
 
 class _NothingRead(dict[Any, Any]):
     """faust's per-partition read offsets, always unknown."""
@@ -280,7 +280,7 @@ async def _perform_seek_then_place(self: Any) -> None:
         await fold.place(self)
 
 
-# --- 7. faust's tables start at once ------------------------------------------------------
+# --- 7. faust's table manager starts without its one-second sleep --------------------------
 
 async def _tables_start_at_once(self: Any) -> None:
     if not self.should_stop:
@@ -288,7 +288,7 @@ async def _tables_start_at_once(self: Any) -> None:
         await self.recovery.start()
 
 
-# --- 6. faust's long poll ------------------------------------------------------------------
+# --- 6. faust's worker consumer: its fetch wait and its idle turn --------------------------
 
 def _worker_consumer(self: Any, transport: Any) -> Any:
     consumer = _faust_worker_consumer(self, transport)
@@ -298,7 +298,7 @@ def _worker_consumer(self: Any, transport: Any) -> Any:
     return consumer
 
 
-# --- 10. a broker the cluster no longer lists is let go -----------------------------------
+# --- 10. a broker the cluster no longer lists is let go ------------------------------------
 
 async def _metadata_update_letting_go(self: Any, cluster_metadata: ClusterMetadata,
                                       topics: Any) -> bool:
@@ -543,6 +543,8 @@ class FaustFold:
                 log.info("fold: seek back failed", exc_info=True)
 
 
+# --- 8. an idle fold does not wake every BATCH_WITHIN_S ------------------------------------
+
 def _no_idle_timer(stream: Any) -> None:
     """faust's `take_events` waits for a full batch `within` seconds at a time, also with
     nothing buffered, so an idle fold keeps waking up (much of an idle fold role's CPU). Here
@@ -591,6 +593,8 @@ def _no_idle_timer(stream: Any) -> None:
 
     stream.wait_for_stopped = wait_for_record_first
 
+
+# --- the fold under faust: a record let go without a commit --------------------------------
 
 def _release_unread(consumer: Any, message: Any) -> None:
     """Let go of a record without offering its offset for commit (it is read again)."""
