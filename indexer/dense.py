@@ -1,7 +1,7 @@
 """Storage and read side: semantic and hybrid searches over the shards' int4 vectors.
 
 Semantic: a cosine scan of the vectors of every shard (cached in memory per shard file, taken up
-incrementally by rowid), each event scored by its best vector; the best events are then joined to
+incrementally by rowid), each event scored by its vector; the best events are then joined to
 their rows under the request's filters — exactly the filters a lexical search applies — growing
 the scan's cut until the page is full or every vector was looked at.
 
@@ -31,7 +31,7 @@ from indexer.database import Conn
 from indexer.errors import INVALID_QUERY, query_error
 from indexer.ranking import Candidate, Scope, event_key
 from indexer.search import _COLUMNS, _JOINS, _candidate, _where
-from indexer.semantic import DIMENSION, MAX_CHUNKS, MODEL_ID, OFF, load_embedder, quantize, unpack4
+from indexer.semantic import DIMENSION, MODEL_ID, OFF, load_embedder, quantize, unpack4
 from projections.codec import dumps
 
 if TYPE_CHECKING:  # (loaded with the pool, by a search by meaning only)
@@ -54,9 +54,8 @@ SHORTLIST = 4096
 OVERSAMPLE = 8
 #: 64-bit words of one vector's sign bits.
 WORDS = DIMENSION // 64
-#: Threads a search by meaning keeps busy, the caller's included: the query's embedding runs
-#: while the lexical half does, and the shards' sign-bit passes and first scoring are shared
-#: out (onnxruntime, numpy and SQLite release the GIL).
+#: Threads a search by meaning keeps busy, the caller's included: the shards' sign-bit passes
+#: and first scoring are shared out (numpy releases the GIL).
 LANES = max(1, min(2, os.cpu_count() or 1))
 
 
@@ -142,7 +141,7 @@ class _ShardVectors:
         return self.events[picked], dots.astype(np.float64) * self.inverse[picked]
 
     def scores(self, query: Any) -> tuple[Any, Any]:
-        """(event id, score) of every row (chunk), in row order.
+        """(event id, score) of every row (one per event), in row order.
 
         `query` is an int8 vector as float32: every product and partial sum of the scan is an
         integer far below 2**24, exact in float32 whatever order BLAS adds them in, so a vector's
@@ -156,24 +155,19 @@ class _ShardVectors:
 
 
 def top_events(np: Any, events: Any, scores: Any, cut: int) -> tuple[Any, Any, bool]:
-    """At least `cut` distinct events (all if fewer), each with its best chunk's score, best
-    first (ties: smaller event id), and whether that is every event.
+    """At least `cut` events (all if fewer) with their scores, best first (ties: smaller event
+    id), and whether that is every event. (An event has one vector: a row is an event.)
 
-    Only the rows scoring at least the k-th best row's score are sorted (k = cut × the chunks
-    an event may have, so they hold `cut` distinct events): every row tied with the k-th is
-    in, so which rows are sorted never depends on how a partial sort broke ties."""
-    k = cut * MAX_CHUNKS
-    complete = k >= len(scores)
+    Only the rows scoring at least the `cut`-th best row's score are sorted: every row tied
+    with it is in, so which rows are sorted never depends on how a partial sort broke ties."""
+    complete = cut >= len(scores)
     if complete:
         picked = np.arange(len(scores))
     else:
-        threshold = np.partition(scores, len(scores) - k)[len(scores) - k]
+        threshold = np.partition(scores, len(scores) - cut)[len(scores) - cut]
         picked = np.flatnonzero(scores >= threshold)
     order = picked[np.lexsort((events[picked], -scores[picked]))]
-    ranked = events[order]
-    _, first = np.unique(ranked, return_index=True)
-    keep = order[np.sort(first)]
-    return events[keep], scores[keep], complete
+    return events[order], scores[order], complete
 
 
 def sign_words(np: Any, rows: Any) -> Any:
@@ -216,7 +210,7 @@ def shortlist_limit(np: Any, total: int, histogram: Any, cut: int) -> int | None
     the count of vectors at each distance over all shards (`histogram`, DIMENSION + 1 counts)
     and their number; None: every vector is scored (a small index, or a cut that needs
     about all of them)."""
-    wanted = max(SHORTLIST, cut * MAX_CHUNKS * OVERSAMPLE)
+    wanted = max(SHORTLIST, cut * OVERSAMPLE)
     if total <= SHORTLIST or wanted >= total:
         return None
     # the smallest distance within which lie at least `wanted` vectors of all shards
@@ -368,38 +362,22 @@ def _shared(jobs: Sequence[Callable[[], Any]]) -> list[Any]:
     return shared.outcome()
 
 
-class _Ahead:
-    """The query's embedding, then the shards' sign-bit passes: started on the pool while the
-    caller runs the lexical half (no connection is read), joined by the caller once that is
-    done."""
+def _pass(np: Any, vectors: _ShardVectors, words: Any) -> tuple[Any, Any]:
+    """One shard's sign-bit distances to the query's `words` and their histogram."""
+    distances = vectors.hamming(words)
+    return distances, distance_histogram(np, distances)
 
-    def __init__(self, text: str, shards: Sequence[_ShardVectors]) -> None:
-        self.text = text
-        self.query: Any = None
-        self.words: Any = None
-        self.error: BaseException | None = None
-        self.ready = threading.Event()
-        self.scan = sum(len(v.events) for v in shards) > SHORTLIST
-        self.passes = _Jobs([partial(self._pass, v) for v in shards] if self.scan else [])
 
-    def _pass(self, vectors: _ShardVectors) -> tuple[Any, Any]:
-        np = _numpy()
-        distances = vectors.hamming(self.words)
-        return distances, distance_histogram(np, distances)
-
-    def embed(self) -> None:
-        try:
-            self.query = as_query(query_vector(self.text))
-            self.words = query_words(_numpy(), self.query)
-        except BaseException as exc:  # re-raised by the caller
-            self.error = exc
-        finally:
-            self.ready.set()
-
-    def run(self) -> None:
-        self.embed()
-        if self.error is None:
-            self.passes.work()
+def sign_passes(np: Any, shards: Sequence[_ShardVectors], query: Any
+                ) -> tuple[list[Any], Any]:
+    """Each shard's sign-bit distances to `query` and their histogram over all shards, the
+    shards shared out over the lanes; None each when the index is scored exactly (no more than
+    SHORTLIST vectors)."""
+    if sum(len(v.events) for v in shards) <= SHORTLIST:
+        return [None] * len(shards), None
+    words = query_words(np, query)
+    passes = _shared([partial(_pass, np, v, words) for v in shards])
+    return [d for d, _ in passes], sum(h for _, h in passes)
 
 
 def first_cut(need: int) -> int:
@@ -450,37 +428,16 @@ def dense_search(conns: Sequence[Conn], keys: Sequence[tuple[str, str]], cache: 
     """The whole ranking up to `plan["fetch"]` rows for a semantic or hybrid request.
 
     `lexical(n)` is the lexical ranking's top n (as a lexical request of this plan would rank
-    them); hybrid fuses it with the dense top events. The query is embedded, and the sign-bit
-    passes begun, on the pool while the lexical half runs here (the passes read no connection;
-    the joins to rows wait until the lexical half is done with them)."""
+    them); hybrid fuses it with the dense top events. The query is embedded first (a table
+    lookup: an embedding error is answered before any shard is read)."""
+    np = _numpy()
+    query = as_query(query_vector(str(plan["query"])))
     fetch = int(plan["fetch"])
     depth = fuse_depth(fetch)
     shards = [cache.shard(key, conn) for conn, key in zip(conns, keys, strict=True)]
-    ahead = _Ahead(str(plan["query"]), shards)
-    future = _submit(ahead.run)
-    failed: BaseException | None = None
-    lex = None
-    try:
-        if mode == "hybrid":
-            lex = lexical(depth)
-    except BaseException as exc:  # (an embedding error is reported first, as before)
-        failed = exc
-    if future is None or future.cancel():  # not started: the pool is another search's
-        ahead.embed()
-    else:
-        ahead.ready.wait()
-    if ahead.error is not None:
-        _join(future)
-        raise ahead.error
-    if failed is not None:
-        _join(future)
-        raise failed
-    ahead.passes.work()
-    _join(future)
-    passes = ahead.passes.outcome()
-    distances = [d for d, _ in passes] if ahead.scan else [None] * len(shards)
-    histogram = sum(h for _, h in passes) if ahead.scan else None
-    dense = _dense_top(conns, shards, ahead.query, plan, depth, distances, histogram)
+    lex = lexical(depth) if mode == "hybrid" else None
+    distances, histogram = sign_passes(np, shards, query)
+    dense = _dense_top(conns, shards, query, plan, depth, distances, histogram)
     return fuse(dense, lex, plan["scope"], fetch)
 
 

@@ -44,8 +44,6 @@ OFF = "off"
 DIMENSION = 128
 #: Bytes of one stored vector (two int4 components per byte).
 VECTOR_BYTES = DIMENSION // 2
-#: Vectors per text: one (a static model's mean has no length limit to chunk around).
-MAX_CHUNKS = 1
 #: A text is embedded from its head: at most this many characters.
 MAX_CHARS = 4_000
 #: Texts shorter than this (after stripping) carry too little meaning for a vector of their own
@@ -77,7 +75,8 @@ class Embedder(Protocol):
     model_id: str
 
     def embed(self, text: str) -> list[bytes]:
-        """The text's packed int4 vector (VECTOR_BYTES), as a list: [] for too little text."""
+        """The text's packed int4 vector (VECTOR_BYTES), as a list: [] for too little text, else
+        the one vector (a static model's mean has no length limit to chunk around)."""
         ...
 
     def embed_many(self, texts: Sequence[str]) -> list[list[bytes]]:
@@ -222,14 +221,19 @@ def distill(np: Any, ort: Any, model: Path, tokenizer: Any) -> Any:
 
 
 def _stored(np: Any, path: Path, size: int) -> Any:
-    """The table at `path` if it is one of `size` rows; None otherwise."""
+    """The table at `path` if it is one of `size` rows, memory-mapped read-only (the processes
+    of a machine share its pages, and a lookup reads only the rows it needs); None otherwise.
+
+    Safe while another process stores a table: a file is only ever written under a temporary
+    name and then linked or renamed into place, never rewritten, so a mapped file's bytes do
+    not change under its readers."""
     try:
-        table = np.load(path, allow_pickle=False)
+        table = np.load(path, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError, EOFError):
         return None
     if table.shape != (size, DIMENSION) or table.dtype != np.float32:
         return None
-    return table
+    return table.view(np.ndarray)  # (the same pages; indexing it skips np.memmap's wrapping)
 
 
 def load_table(np: Any, tokenizer: Any) -> Any:

