@@ -80,7 +80,8 @@ class KafkaNotAuthorized(RecallError):
 async def asked_again(what: str, attempt: Callable[[], Awaitable[_T]],
                       within_s: float = SET_UP_RETRY_S) -> _T:
     """`attempt()`'s answer, asked again every `SET_UP_PAUSE_S` while it fails with an error
-    asking again can mend (aiokafka's retriable ones: a lost broker, a leader moving), for up to
+    asking again can mend (aiokafka's retriable ones: a lost broker, a leader or the controller
+    moving: `topics.ensure_topics` raises those a CreateTopics answer names), for up to
     `within_s`; any other error, or the last one, is raised."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within_s
@@ -90,7 +91,10 @@ async def asked_again(what: str, attempt: Callable[[], Awaitable[_T]],
         except KafkaError as exc:
             if not exc.retriable or loop.time() >= deadline:
                 raise
-            log.warning("%s met a lost broker (%r): asking again", what, exc)
+            log.warning("%s failed with %r, an error Kafka answers while a broker is lost or "
+                        "a leader or the controller moves: retrying it every %g s for up to "
+                        "%.0f s more, then giving up with the last error", what, exc,
+                        SET_UP_PAUSE_S, deadline - loop.time())
         await asyncio.sleep(SET_UP_PAUSE_S)
 
 

@@ -105,7 +105,8 @@ class DocumentIndexer:
     query coordinators' requests for shard k."""
 
     def __init__(self, settings: Settings, shards: ShardSet, *, group_id: str | None = None,
-                 fetch_max_wait_ms: int = 200, generation: int = 1) -> None:
+                 fetch_max_wait_ms: int = 200, generation: int = 1,
+                 fleet_set_up: bool = False) -> None:
         if not settings.broker:
             raise ValueError("the index consumer needs RECALL_BROKER")
         if len(shards.shards) != settings.shards:
@@ -129,6 +130,10 @@ class DocumentIndexer:
         self.producer = AIOKafkaProducer(**connect_kwargs(bootstrap), **FOLLOW_LEADERS)
         self.settings = settings
         self.bootstrap = bootstrap
+        #: The fleet's control topic (where the cursor key is) is known to exist: the set-up
+        #: ensures only this generation's topics. Else (an indexer on its own, a fresh cluster)
+        #: it ensures the control topic too.
+        self.fleet_set_up = fleet_set_up
         self.shard_topic = self.topics.shard_requests
         self.query: QueryService | None = None
         self._taken = FirstSight()
@@ -146,10 +151,13 @@ class DocumentIndexer:
     def for_generation(cls, settings: Settings, generation: int) -> DocumentIndexer:
         """This worker's indexer of one generation: shard k follows partition k of the
         generation's documents topic, in files of its own (`Topics.index_dir`). Shard files of
-        an older schema start over empty: their partitions are re-read from the topic."""
+        an older schema start over empty: their partitions are re-read from the topic. Its
+        role read the lineup from the fleet's control topic before (the supervisor ensured
+        that topic), so its set-up ensures only the generation's own topics."""
         root = Topics.of(settings, generation).index_dir(settings.data_dir)
         return cls(settings, ShardSet(root, index_config(settings), key_dir=root,
-                                      reset_outdated=True), generation=generation)
+                                      reset_outdated=True), generation=generation,
+                   fleet_set_up=True)
 
     @property
     def topic(self) -> str:
@@ -159,13 +167,15 @@ class DocumentIndexer:
         return self.shards.tracking_position(position_source(self.topic, partition))
 
     async def _set_up(self) -> None:
-        """The generation's topics and the fleet's cursor key, asked again while a broker is
-        lost (an admin request goes to any broker, the dead one too until it is fenced): a
-        generation's indexer starts beside the live one's, and its failure would restart the
-        whole index role, the live shards' answers with it."""
+        """The generation's topics and the fleet's cursor key (its control topic too unless
+        `fleet_set_up`), asked again while a broker is lost (an admin request goes to any
+        broker, the dead one too until it is fenced): a generation's indexer starts beside the
+        live one's, and its failure would restart the whole index role, the live shards'
+        answers with it."""
         async def attempt() -> None:
-            await ensure_fleet_topics(self.bootstrap, self.settings.topic_prefix,
-                                      **replication_options(self.settings))
+            if not self.fleet_set_up:
+                await ensure_fleet_topics(self.bootstrap, self.settings.topic_prefix,
+                                          **replication_options(self.settings))
             await ensure_topics(self.bootstrap, self.topics,
                                 names=[self.topics.documents, self.topics.shard_requests])
             # Cursors must verify on any owner: sign with the fleet's key, not a local one.

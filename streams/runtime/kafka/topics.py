@@ -139,6 +139,21 @@ def _topic_errors(response: Any) -> list[tuple[str, int, str]]:
     return out
 
 
+def _creation_failed(name: str, code: int, message: str) -> Exception:
+    """A CreateTopics error code as the error to raise: one aiokafka marks retriable (the
+    controller moved, a request timed out: a cluster losing a broker answers these) as that
+    aiokafka error, which a start-up asks again on (`connection.asked_again`); any other as
+    TopicSetupError, which asking again would not mend."""
+    from aiokafka.errors import for_code
+
+    error = for_code(code)
+    if error.retriable:
+        retriable: Exception = error(f"creating topic {name}: {message}" if message
+                                     else f"creating topic {name}")
+        return retriable
+    return TopicSetupError(f"creating topic {name} failed: error {code} {message}")
+
+
 async def _partition_counts(admin: Any, names: list[str]) -> dict[str, int]:
     """Partition count per topic, waiting briefly for freshly created topics to show up in
     metadata (brokers answer with an empty or erroring entry for a moment after creation)."""
@@ -188,7 +203,7 @@ async def ensure_topics(bootstrap: str | Mapping[str, Any], topics: Topics, *,
                                              hint="create the topics as a principal allowed "
                                              "to, or grant CREATE on them")
                 if code not in (0, _TOPIC_ALREADY_EXISTS):
-                    raise TopicSetupError(f"creating topic {name} failed: error {code} {message}")
+                    raise _creation_failed(name, code, message)
                 if code == 0:
                     created.append(name)
         counts = await _partition_counts(admin, [n for n in selected if n not in denied])

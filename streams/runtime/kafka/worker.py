@@ -18,6 +18,7 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
+from typing import overload
 
 import faust
 
@@ -124,7 +125,7 @@ def run_worker(settings: Settings, roles: Sequence[str], *, loglevel: str = "war
 def _set_up(settings: Settings) -> Lineup:
     """The supervisor's start-up: the fleet's and the live generation's topics, and the lineup.
     A principal the cluster refuses (authentication, TLS, a topic's ACL) stops it with the
-    STREAM_* error that says which; a lost broker is asked again (`_ensure_topics`)."""
+    STREAM_* error that says which; a lost broker is asked again (`_start_up_topics`)."""
     conn = client_options(settings)
     try:
         # told here: aiokafka would retry a topic it may not use for ever, logging each attempt
@@ -132,25 +133,43 @@ def _set_up(settings: Settings) -> Lineup:
                                               *Topics.of(settings).shared()]))
         if refused is not None:
             raise refused
-        return asyncio.run(_ensure_topics(settings))
+        return asyncio.run(_start_up_topics(settings, "the worker's start-up", fleet=True))
     except Exception as exc:
         raise asyncio.run(explained(conn, exc)) from None
 
 
-async def _ensure_topics(settings: Settings) -> Lineup:
-    """The topics and the lineup, asked again while a broker is lost (`connection.asked_again`),
-    as each role's start-up is (`_live_lineup`): a supervisor started, or restarted, while the
-    cluster loses a broker would otherwise exit."""
+@overload
+async def _start_up_topics(settings: Settings, what: str, *, fleet: bool = False) -> Lineup:
+    ...
+
+
+@overload
+async def _start_up_topics(settings: Settings, what: str, *, generation: int) -> None:
+    ...
+
+
+async def _start_up_topics(settings: Settings, what: str, *, fleet: bool = False,
+                           generation: int | None = None) -> Lineup | None:
+    """The topics a start-up needs, asked again while a broker is lost
+    (`connection.asked_again`): a supervisor or role started, or restarted, while the cluster
+    loses a broker would otherwise exit (a role to be restarted, its imports and clients over
+    again). `fleet`: the fleet's topics first (the supervisor's start-up). `generation`: that
+    generation's topics (a fold told its generation); without it, the lineup is read and the
+    live generation's topics ensured, and the lineup is returned."""
     bootstrap = client_options(settings)
 
-    async def attempt() -> Lineup:
-        await ensure_fleet_topics(bootstrap, settings.topic_prefix,
-                                  **replication_options(settings))
+    async def attempt() -> Lineup | None:
+        if fleet:
+            await ensure_fleet_topics(bootstrap, settings.topic_prefix,
+                                      **replication_options(settings))
+        if generation is not None:
+            await ensure_topics(bootstrap, Topics.of(settings, generation))
+            return None
         lineup = await read_lineup(bootstrap, settings.topic_prefix)
         await ensure_topics(bootstrap, Topics.of(settings, lineup.live))
         return lineup
 
-    return await asked_again("the worker's start-up", attempt)
+    return await asked_again(what, attempt)
 
 
 def run_role(settings: Settings, role: str, *, loglevel: str = "warning",
@@ -174,33 +193,13 @@ def run_role(settings: Settings, role: str, *, loglevel: str = "warning",
         _run_service(settings, role)
 
 
-async def _live_lineup(settings: Settings, role: str) -> Lineup:
-    """The lineup, once the live generation's topics exist: a role's start-up, asked again
-    while a broker is lost (`connection.asked_again`) rather than exiting."""
-    bootstrap = client_options(settings)
-
-    async def attempt() -> Lineup:
-        lineup = await read_lineup(bootstrap, settings.topic_prefix)
-        await ensure_topics(bootstrap, Topics.of(settings, lineup.live))
-        return lineup
-
-    return await asked_again(f"the {role} role's start-up", attempt)
-
-
-async def _generation_topics(settings: Settings, generation: int) -> None:
-    """`generation`'s topics, as `_live_lineup` ensures the live one's."""
-    bootstrap = client_options(settings)
-    await asked_again(f"the fold role's start-up (generation {generation})",
-                      lambda: ensure_topics(bootstrap, Topics.of(settings, generation)))
-
-
 def _run_service(settings: Settings, role: str) -> None:
     """The index or query role and its lineup watcher on one event loop. Both follow a change
     of the live generation in place: the index role already indexes a generation being built
     (streams.runtime.kafka.lineup), the query role scatters to the new one from its next request."""
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    lineup = loop.run_until_complete(_live_lineup(settings, role))
+    lineup = loop.run_until_complete(_start_up_topics(settings, f"the {role} role's start-up"))
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
@@ -232,9 +231,12 @@ def _run_fold(settings: Settings, loglevel: str, generation: int | None, *,
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     if generation is None:
-        generation = loop.run_until_complete(_live_lineup(settings, "fold")).live
+        generation = loop.run_until_complete(
+            _start_up_topics(settings, "the fold role's start-up")).live
     else:
-        loop.run_until_complete(_generation_topics(settings, generation))
+        loop.run_until_complete(_start_up_topics(
+            settings, f"the fold role's start-up (generation {generation})",
+            generation=generation))
     name_process(f"recall-fold-g{generation}")
     app = build_app(settings, generation=generation)
     driver = app.recall_fold  # type: ignore[attr-defined]
