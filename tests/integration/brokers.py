@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from importlib.resources import files
 from pathlib import Path
+from typing import ClassVar
 
 from tests.integration.apache_kafka import KafkaCluster, start_cluster, stop_cluster
 
@@ -40,15 +41,11 @@ class Broker:
     def url(self) -> str:
         return f"kafka://{self.bootstrap}"
 
-    @property
-    def session_timeout_s(self) -> float:
-        # Kafka's default group.min.session.timeout.ms is 6 s and noida-db rejects < 6 s too (the
-        # suite's Kafka accepts >= 1 s, but runs what a default broker accepts).
-        return 6.0
-
-    @property
-    def heartbeat_s(self) -> float:
-        return 1.0
+    #: The consumer session timeout and heartbeat every broker here gets: Kafka's default
+    #: group.min.session.timeout.ms is 6 s and noida-db rejects < 6 s too (the suite's Kafka
+    #: accepts >= 1 s, but runs what a default broker accepts).
+    session_timeout_s: ClassVar[float] = 6.0
+    heartbeat_s: ClassVar[float] = 1.0
 
 
 def selected_brokers(value: str | None) -> list[str]:
