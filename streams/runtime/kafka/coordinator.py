@@ -26,7 +26,6 @@ from streams.runtime.kafka.codec import (
     ok_reply,
 )
 from streams.runtime.kafka.connection import (
-    FOLLOW_LEADERS,
     IDLE_TURN_MS,
     client_options,
     connect_kwargs,
@@ -90,8 +89,7 @@ class QueryCoordinator:
         key = await fleet_cursor_key(self.bootstrap, self.settings.topic_prefix)
         self.producer = AIOKafkaProducer(**connect_kwargs(self.bootstrap), acks="all", linger_ms=0)
         await self.producer.start()
-        self.messages = AIOKafkaProducer(**connect_kwargs(self.bootstrap), acks=1, linger_ms=0,
-                                         **FOLLOW_LEADERS)
+        self.messages = AIOKafkaProducer(**connect_kwargs(self.bootstrap), acks=1, linger_ms=0)
         await self.messages.start()
         self.requester = Requester(self.bootstrap, self.topics.replies, self.settings.shards,
                                    producer=self.messages)
@@ -105,7 +103,8 @@ class QueryCoordinator:
             # rebalance makes aiokafka rejoin under a new member id (static membership fences
             # the old one). Callers re-send on timeout.
             enable_auto_commit=False, fetch_max_wait_ms=200, consumer_timeout_ms=IDLE_TURN_MS,
-            **FOLLOW_LEADERS, session_timeout_ms=int(self.settings.session_timeout_s * 1000),
+            # (the requester's reply consumer follows the leaders for the whole process)
+            session_timeout_ms=int(self.settings.session_timeout_s * 1000),
             heartbeat_interval_ms=int(self.settings.heartbeat_s * 1000))
         await consumer.start()
         tasks: set[asyncio.Task[None]] = set()

@@ -127,7 +127,7 @@ class DocumentIndexer:
             fetch_max_wait_ms=fetch_max_wait_ms, max_poll_records=BATCH_MAX,
             consumer_timeout_ms=IDLE_TURN_MS, **FOLLOW_LEADERS,
             partition_assignment_strategy=(RangePartitionAssignor,))
-        self.producer = AIOKafkaProducer(**connect_kwargs(bootstrap), **FOLLOW_LEADERS)
+        self.producer = AIOKafkaProducer(**connect_kwargs(bootstrap))
         self.settings = settings
         self.bootstrap = bootstrap
         #: The fleet's control topic (where the cursor key is) is known to exist: the set-up

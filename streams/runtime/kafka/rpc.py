@@ -89,7 +89,7 @@ class Requester:
         if self.producer is None:
             # acks from the leader alone (aiokafka's default): a lost request is asked again
             self.producer = AIOKafkaProducer(**connect_kwargs(self.bootstrap), linger_ms=0,
-                                             acks=1, **FOLLOW_LEADERS)
+                                             acks=1)
             await self.producer.start()
         self._consumer = AIOKafkaConsumer(**connect_kwargs(self.bootstrap), group_id=None,
                                           enable_auto_commit=False, auto_offset_reset="latest",

@@ -64,17 +64,21 @@ Contract, once `install()` ran in the process (the worker's roles, `build_app`, 
    waits `METADATA_WAIT_S` per broker before asking the next one (then, if none answered that
    soon, as long as its request timeout allows, as aiokafka does), and a metadata answer that
    no longer lists a broker (the controller fenced it: dead, or stalled and still holding its
-   connections open) closes this client's connections to it: what waited there (a produce, a
-   fetch, a group heartbeat) fails now and is retried on the partitions' new leaders and the
-   group's new coordinator, instead of hanging for the whole request timeout (40 s). A
-   SIGSTOPped broker answers nothing and closes nothing, so without this the clients held on
-   to it for as long as it hung. How soon a client sees the fence is its `metadata_max_age_ms`
-   (`streams.runtime.kafka.connection.FOLLOW_LEADERS` on the request path). Only the brokers
+   connections open) closes the connections of every client of the process to it (those of
+   another event loop, faust's consumer thread, on that loop), and each other client that had
+   one asks for its metadata at once: what waited there (a produce, a fetch, a group
+   heartbeat) fails now and is retried on the partitions' new leaders and the group's new
+   coordinator, instead of hanging for the whole request timeout (40 s). A SIGSTOPped broker
+   answers nothing and closes nothing, so without this the clients held on to it for as long
+   as it hung. How soon a process sees the fence is the shortest `metadata_max_age_ms` of its
+   clients (`streams.runtime.kafka.connection.FOLLOW_LEADERS`: one consumer per process on the
+   request path), so the others keep aiokafka's default and its idle cost. Only the brokers
    an answer lists decide what is closed (an answer without brokers closes nothing; a topic's
    error, e.g. one the principal may not describe, none), and a cancelled round ends cancelled
    (a client's `close()` cancels its metadata task once and waits for it to end).
    [aiokafka private: `AIOKafkaClient._metadata_update` (replaced: the same steps, each
-   broker's wait bounded), `AIOKafkaClient._conns`, `AIOKafkaConnection.close`]
+   broker's wait bounded), `AIOKafkaClient.bootstrap` (wrapped: the client joins the
+   process's set), `AIOKafkaClient._conns`, `_loop`, `_sync_task`, `AIOKafkaConnection.close`]
 
 `FoldTable` (faust `Table` subclass) writes a partition's records in one go, pinned to the
 changelog partition of their source, and tells the memory store which partition each key it
@@ -92,7 +96,9 @@ import asyncio
 import logging
 import os
 import random
+import threading
 import time
+import weakref
 from collections import Counter
 from collections.abc import Awaitable, Iterable, Sequence
 from typing import Any
@@ -157,7 +163,13 @@ _faust_perform_seek = faust_consumer.Consumer.perform_seek
 _faust_worker_consumer = faust_aiokafka.AIOKafkaConsumerThread._create_worker_consumer
 _faust_tables_on_start = TableManager.on_start
 _metadata_update = AIOKafkaClient._metadata_update
+_bootstrap = AIOKafkaClient.bootstrap
 _BOOTSTRAP = ("bootstrap", ConnectionGroup.DEFAULT)
+#: Every client of the process that started since `install()` (10): a fence one of them sees
+#: is acted on by all of them, so one client per process follows the leaders closely.
+_clients: weakref.WeakSet[Any] = weakref.WeakSet()
+#: (faust's consumer runs on a thread and an event loop of its own)
+_clients_lock = threading.Lock()
 
 
 # --- 1. idle consumers wait, busy ones do not ----------------------------------------------
@@ -333,17 +345,42 @@ async def _metadata_update_letting_go(self: Any, cluster_metadata: ClusterMetada
         if _BOOTSTRAP in self._conns and len(self.cluster.brokers()):
             self._conns.pop(_BOOTSTRAP).close()
         if cluster_metadata is self.cluster:
-            _let_go_of_unlisted(self)
+            _let_go_everywhere(self)
         return True
     updated = bool(await _metadata_update(self, cluster_metadata, topics))
     if updated and cluster_metadata is self.cluster:
-        _let_go_of_unlisted(self)
+        _let_go_everywhere(self)
     return updated
 
 
-def _let_go_of_unlisted(client: Any) -> None:
-    """Close `client`'s connections to brokers its metadata no longer lists."""
-    listed = {broker.nodeId for broker in client.cluster.brokers()}
+async def _bootstrap_registered(self: Any) -> None:
+    await _bootstrap(self)
+    with _clients_lock:
+        _clients.add(self)
+
+
+def _let_go_everywhere(client: Any) -> None:
+    """Close the connections of every client of the process to the brokers `client`'s fresh
+    metadata no longer lists; another client that had one refreshes its metadata at once (on
+    its own event loop), as the one that saw the fence already did."""
+    listed = frozenset(broker.nodeId for broker in client.cluster.brokers())
+    _let_go_of_unlisted(client, listed)
+    with _clients_lock:
+        others = [other for other in _clients if other is not client]
+    for other in others:
+        loop = other._loop
+        if other._sync_task is None or loop.is_closed():  # not started, or closed
+            continue
+        if loop is client._loop:
+            _let_go_of_unlisted(other, listed, refresh=True)
+        else:
+            loop.call_soon_threadsafe(_let_go_of_unlisted, other, listed, True)
+
+
+def _let_go_of_unlisted(client: Any, listed: frozenset[int], refresh: bool = False) -> None:
+    """Close `client`'s connections to brokers not in `listed`; with `refresh`, then ask for
+    its metadata (the new leaders) if it had any."""
+    closed = False
     for conn_id, conn in list(client._conns.items()):
         node_id = conn_id[0]
         if isinstance(node_id, int) and node_id not in listed:
@@ -352,6 +389,9 @@ def _let_go_of_unlisted(client: Any) -> None:
             del client._conns[conn_id]
             # not CONNECTION_BROKEN: that would ask for another metadata update at once
             conn.close(reason=CloseReason.SHUTDOWN)
+            closed = True
+    if closed and refresh and client._sync_task is not None:
+        client.force_metadata_update()
 
 
 def install() -> None:
@@ -367,6 +407,7 @@ def install() -> None:
     faust_aiokafka.AIOKafkaConsumerThread._create_worker_consumer = _worker_consumer  # type: ignore[method-assign]
     TableManager.on_start = _tables_start_at_once  # type: ignore[method-assign]
     AIOKafkaClient._metadata_update = _metadata_update_letting_go
+    AIOKafkaClient.bootstrap = _bootstrap_registered
     _installed = True
 
 

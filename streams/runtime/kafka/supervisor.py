@@ -50,7 +50,9 @@ BACKOFF_MAX_S = 15.0
 #: A role that stayed up this long is healthy again: its next death restarts without delay.
 HEALTHY_AFTER_S = 30.0
 STOP_GRACE_S = 20.0
-POLL_S = 0.2
+#: The longest the loop sleeps with nothing due: a process's exit wakes it at once (a thread
+#: per process waits for it), so this only bounds how late something unforeseen is noticed.
+POLL_S = 2.0
 #: A standby taken is replaced this much later: its start (Python, faust, aiokafka imports,
 #: seconds of CPU) came exactly when the index role finished a reindex's new generation or a
 #: replay began, on two cores shared with the broker. A role that dies within this time starts
@@ -175,7 +177,7 @@ class Supervisor:
                 self._keep_standby(role)
             while not self.stopping:
                 with contextlib.suppress(queue.Empty):
-                    self._calls.get(timeout=POLL_S)()
+                    self._calls.get(timeout=self._until_due())()
                 self._tend()
         finally:
             self._stop_all()
@@ -246,8 +248,28 @@ class Supervisor:
     # --- the loop ------------------------------------------------------------------------------
 
     def _spawn(self, command: Sequence[str], *, standby: bool = False) -> subprocess.Popen[bytes]:
-        return subprocess.Popen(list(command), env=self.env, preexec_fn=_prepare_child,
-                                stdin=subprocess.PIPE if standby else subprocess.DEVNULL)
+        process = subprocess.Popen(list(command), env=self.env, preexec_fn=_prepare_child,
+                                   stdin=subprocess.PIPE if standby else subprocess.DEVNULL)
+        # Its exit wakes the loop (which otherwise sleeps until something is due): an idle
+        # supervisor polls nothing. (While this thread waits, `poll()` elsewhere answers
+        # None, which is true until the exit, and the exit then sets the return code.)
+        threading.Thread(target=self._woken_by_exit, args=(process,), daemon=True,
+                         name=f"recall-exit-{process.pid}").start()
+        return process
+
+    def _woken_by_exit(self, process: subprocess.Popen[bytes]) -> None:
+        process.wait()
+        self.call_soon(lambda: None)
+
+    def _until_due(self) -> float:
+        """Seconds until `_tend` has something to do on its own (a restart's backoff, a
+        standby's start, a retiring process's grace), at most POLL_S."""
+        now = time.monotonic()
+        dues = [role.due for role in self.roles.values() if role.process is None]
+        dues += [role.standby_due for role in self.roles.values()
+                 if role.standby_due is not None]
+        dues += [deadline for _, deadline in self.retiring]
+        return min([POLL_S, *(max(0.0, due - now) for due in dues)])
 
     def _start(self, role: Role) -> None:
         """Run the role: by its standby if it has a live one (then start the next standby),

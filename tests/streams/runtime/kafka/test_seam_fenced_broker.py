@@ -6,6 +6,7 @@ while an answer arrives still closes (its metadata task ends when cancelled)."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import pytest
@@ -164,3 +165,84 @@ def test_a_metadata_round_cancelled_as_its_answer_arrives_ends_the_client_task()
         return task.done(), task.done() and task.cancelled()
 
     assert asyncio.run(run()) == (True, True)
+
+
+def _started(client: AIOKafkaClient) -> AIOKafkaClient:
+    """`client` as the process's set holds it once its `bootstrap()` ran (a metadata task)."""
+    client._sync_task = asyncio.get_running_loop().create_future()  # (never done: no rounds)
+    with seam._clients_lock:
+        seam._clients.add(client)
+    return client
+
+
+def test_a_fence_one_client_sees_lets_every_client_of_the_process_go_of_the_broker(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # Only one client per process refreshes its metadata every second: its fresh answer closes
+    # the others' connections to the fenced broker too, and those others ask for their
+    # metadata (the partitions' new leaders) at once; a client not started is left alone.
+    seam.install()
+    monkeypatch.setattr(seam, "METADATA_WAIT_S", 0.05)
+
+    async def run() -> tuple[list[_Conn], list[asyncio.Future[Any]], bool, bool, _Conn]:
+        watcher = _started(_client(1, 2))
+        watcher._conns = {(1, ConnectionGroup.DEFAULT): _Conn(_Metadata(1))}
+        producer = _started(_client(1, 2))
+        stalled = [_Conn(None), _Conn(None)]
+        healthy = _Conn(_Metadata(1, 2))
+        producer._conns = {(1, ConnectionGroup.DEFAULT): healthy,
+                           (2, ConnectionGroup.DEFAULT): stalled[0],
+                           (2, ConnectionGroup.COORDINATION): stalled[1]}
+        waiting = [conn.send(object()) for conn in stalled]  # a produce, a heartbeat
+        idle = _client(1, 2)  # never started: nothing to let go of
+        untouched = _Conn(None)
+        idle._conns = {(2, ConnectionGroup.DEFAULT): untouched}
+        assert producer._md_update_fut is None
+        updated = await asyncio.wait_for(watcher._metadata_update(watcher.cluster, []), 2)
+        asked = producer._md_update_fut is not None
+        return stalled, waiting, updated, asked, untouched
+
+    stalled, waiting, updated, asked, untouched = asyncio.run(run())
+    assert updated and asked
+    assert [conn.closed_with for conn in stalled] == [CloseReason.SHUTDOWN] * 2
+    assert all(isinstance(w.exception(), KafkaConnectionError) for w in waiting)
+    assert untouched.closed_with is None
+
+
+def test_a_fence_reaches_a_client_on_another_event_loop_on_its_own_loop(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    # faust's consumer runs on a thread with an event loop of its own: its connections are
+    # closed by a callback on that loop, never from the loop that saw the fence.
+    seam.install()
+    monkeypatch.setattr(seam, "METADATA_WAIT_S", 0.05)
+    other_loop = asyncio.new_event_loop()
+    ready = threading.Event()
+    thread = threading.Thread(target=lambda: (ready.set(), other_loop.run_forever()))
+    thread.start()
+    ready.wait()
+    closed_on: list[threading.Thread] = []
+
+    class _Watched(_Conn):
+        def close(self, reason: CloseReason | None = None, exc: Exception | None = None) -> None:
+            closed_on.append(threading.current_thread())
+            super().close(reason, exc)
+
+    async def make() -> AIOKafkaClient:
+        far = _started(_client(1, 2))
+        far._conns = {(2, ConnectionGroup.DEFAULT): _Watched(None)}
+        return far
+
+    try:
+        far = asyncio.run_coroutine_threadsafe(make(), other_loop).result(2)
+
+        async def run() -> bool:
+            watcher = _started(_client(1, 2))
+            watcher._conns = {(1, ConnectionGroup.DEFAULT): _Conn(_Metadata(1))}
+            return await asyncio.wait_for(watcher._metadata_update(watcher.cluster, []), 2)
+
+        assert asyncio.run(run())
+        asyncio.run_coroutine_threadsafe(asyncio.sleep(0), other_loop).result(2)  # a turn after
+        assert closed_on == [thread] and not far._conns
+    finally:
+        other_loop.call_soon_threadsafe(other_loop.stop)
+        thread.join(2)
+        other_loop.close()
