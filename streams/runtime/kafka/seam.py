@@ -64,13 +64,13 @@ Contract, once `install()` ran in the process (the worker's roles, `build_app`, 
    waits `METADATA_WAIT_S` per broker before asking the next one (then, if none answered that
    soon, as long as its request timeout allows, as aiokafka does), and a metadata answer that
    no longer lists a broker (the controller fenced it: dead, or stalled and still holding its
-   connections open) closes the connections of every client of the process to it (those of
-   another event loop, faust's consumer thread, on that loop), and each other client that had
-   one asks for its metadata at once: what waited there (a produce, a fetch, a group
-   heartbeat) fails now and is retried on the partitions' new leaders and the group's new
-   coordinator, instead of hanging for the whole request timeout (40 s). A SIGSTOPped broker
-   answers nothing and closes nothing, so without this the clients held on to it for as long
-   as it hung. How soon a process sees the fence is the shortest `metadata_max_age_ms` of its
+   connections open) closes this client's connections to it, and every other client of the
+   process holding one asks for its metadata at once (on its own event loop: faust's consumer
+   thread has one), its answer then closing its own: what waited there (a produce, a fetch, a
+   group heartbeat) fails now and is retried on the partitions' new leaders and the group's
+   new coordinator, instead of hanging for the whole request timeout (40 s). A SIGSTOPped
+   broker answers nothing and closes nothing, so without this the clients held on to it for
+   as long as it hung. How soon a process sees the fence is the shortest `metadata_max_age_ms` of its
    clients (`streams.runtime.kafka.connection.FOLLOW_LEADERS`: one consumer per process on the
    request path), so the others keep aiokafka's default and its idle cost. Only the brokers
    an answer lists decide what is closed (an answer without brokers closes nothing; a topic's
@@ -360,27 +360,34 @@ async def _bootstrap_registered(self: Any) -> None:
 
 
 def _let_go_everywhere(client: Any) -> None:
-    """Close the connections of every client of the process to the brokers `client`'s fresh
-    metadata no longer lists; another client that had one refreshes its metadata at once (on
-    its own event loop), as the one that saw the fence already did."""
+    """Close `client`'s connections to the brokers its fresh metadata no longer lists, and have
+    every other client of the process that holds one ask for its metadata now (on its own event
+    loop): its own answer, the partitions' new leaders in hand, then lets go of them. (Closing
+    them first would send a retried request back to the fenced broker, still its leader.)"""
     listed = frozenset(broker.nodeId for broker in client.cluster.brokers())
     _let_go_of_unlisted(client, listed)
     with _clients_lock:
         others = [other for other in _clients if other is not client]
     for other in others:
         loop = other._loop
-        if other._sync_task is None or loop.is_closed():  # not started, or closed
+        if loop.is_closed():
             continue
         if loop is client._loop:
-            _let_go_of_unlisted(other, listed, refresh=True)
+            _follow_fence(other, listed)
         else:
-            loop.call_soon_threadsafe(_let_go_of_unlisted, other, listed, True)
+            loop.call_soon_threadsafe(_follow_fence, other, listed)
 
 
-def _let_go_of_unlisted(client: Any, listed: frozenset[int], refresh: bool = False) -> None:
-    """Close `client`'s connections to brokers not in `listed`; with `refresh`, then ask for
-    its metadata (the new leaders) if it had any."""
-    closed = False
+def _follow_fence(client: Any, listed: frozenset[int]) -> None:
+    """Ask `client` for its metadata at once if it is running and holds a connection to a
+    broker not in `listed` (a round already asked for is not asked twice)."""
+    if client._sync_task is not None and any(
+            isinstance(node_id, int) and node_id not in listed for node_id, _ in client._conns):
+        client.force_metadata_update()
+
+
+def _let_go_of_unlisted(client: Any, listed: frozenset[int]) -> None:
+    """Close `client`'s connections to brokers not in `listed`."""
     for conn_id, conn in list(client._conns.items()):
         node_id = conn_id[0]
         if isinstance(node_id, int) and node_id not in listed:
@@ -389,9 +396,6 @@ def _let_go_of_unlisted(client: Any, listed: frozenset[int], refresh: bool = Fal
             del client._conns[conn_id]
             # not CONNECTION_BROKEN: that would ask for another metadata update at once
             conn.close(reason=CloseReason.SHUTDOWN)
-            closed = True
-    if closed and refresh and client._sync_task is not None:
-        client.force_metadata_update()
 
 
 def install() -> None:

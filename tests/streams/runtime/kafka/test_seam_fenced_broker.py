@@ -175,34 +175,42 @@ def _started(client: AIOKafkaClient) -> AIOKafkaClient:
     return client
 
 
-def test_a_fence_one_client_sees_lets_every_client_of_the_process_go_of_the_broker(
+def test_a_fence_one_client_sees_has_every_client_of_the_process_let_go_of_the_broker(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    # Only one client per process refreshes its metadata every second: its fresh answer closes
-    # the others' connections to the fenced broker too, and those others ask for their
-    # metadata (the partitions' new leaders) at once; a client not started is left alone.
+    # Only one client per process refreshes its metadata every second: its fresh answer has
+    # every other client holding a connection to the fenced broker ask for its own metadata at
+    # once, whose answer (the new leaders in hand) closes those connections; a client not
+    # started, or holding none, is left alone.
     seam.install()
     monkeypatch.setattr(seam, "METADATA_WAIT_S", 0.05)
 
-    async def run() -> tuple[list[_Conn], list[asyncio.Future[Any]], bool, bool, _Conn]:
+    async def run() -> tuple[bool, bool, bool, list[_Conn], list[asyncio.Future[Any]], bool,
+                             _Conn]:
         watcher = _started(_client(1, 2))
         watcher._conns = {(1, ConnectionGroup.DEFAULT): _Conn(_Metadata(1))}
         producer = _started(_client(1, 2))
         stalled = [_Conn(None), _Conn(None)]
-        healthy = _Conn(_Metadata(1, 2))
-        producer._conns = {(1, ConnectionGroup.DEFAULT): healthy,
+        producer._conns = {(1, ConnectionGroup.DEFAULT): _Conn(_Metadata(1)),
                            (2, ConnectionGroup.DEFAULT): stalled[0],
                            (2, ConnectionGroup.COORDINATION): stalled[1]}
         waiting = [conn.send(object()) for conn in stalled]  # a produce, a heartbeat
-        idle = _client(1, 2)  # never started: nothing to let go of
+        elsewhere = _started(_client(1, 2))  # connected to the listed broker only
+        elsewhere._conns = {(1, ConnectionGroup.DEFAULT): _Conn(_Metadata(1))}
+        idle = _client(1, 2)  # never started
         untouched = _Conn(None)
         idle._conns = {(2, ConnectionGroup.DEFAULT): untouched}
-        assert producer._md_update_fut is None
-        updated = await asyncio.wait_for(watcher._metadata_update(watcher.cluster, []), 2)
+        assert await asyncio.wait_for(watcher._metadata_update(watcher.cluster, []), 2)
         asked = producer._md_update_fut is not None
-        return stalled, waiting, updated, asked, untouched
+        not_asked = elsewhere._md_update_fut is None and idle._md_update_fut is None
+        open_until_answered = all(conn.closed_with is None for conn in stalled)
+        # the producer's own round (its synchronizer's, woken by the ask)
+        producer_updated = await asyncio.wait_for(
+            producer._metadata_update(producer.cluster, []), 2)
+        return (asked and not_asked, open_until_answered, producer_updated, stalled, waiting,
+                1 in {b.nodeId for b in producer.cluster.brokers()}, untouched)
 
-    stalled, waiting, updated, asked, untouched = asyncio.run(run())
-    assert updated and asked
+    asked, open_until_answered, updated, stalled, waiting, listed, untouched = asyncio.run(run())
+    assert asked and open_until_answered and updated and listed
     assert [conn.closed_with for conn in stalled] == [CloseReason.SHUTDOWN] * 2
     assert all(isinstance(w.exception(), KafkaConnectionError) for w in waiting)
     assert untouched.closed_with is None
@@ -210,25 +218,25 @@ def test_a_fence_one_client_sees_lets_every_client_of_the_process_go_of_the_brok
 
 def test_a_fence_reaches_a_client_on_another_event_loop_on_its_own_loop(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    # faust's consumer runs on a thread with an event loop of its own: its connections are
-    # closed by a callback on that loop, never from the loop that saw the fence.
+    # faust's consumer (and each `Recall.connect` client) runs on a thread with an event loop
+    # of its own: its metadata is asked for on that loop, never from the loop that saw the fence.
     seam.install()
     monkeypatch.setattr(seam, "METADATA_WAIT_S", 0.05)
     other_loop = asyncio.new_event_loop()
-    ready = threading.Event()
-    thread = threading.Thread(target=lambda: (ready.set(), other_loop.run_forever()))
+    thread = threading.Thread(target=other_loop.run_forever)
     thread.start()
-    ready.wait()
-    closed_on: list[threading.Thread] = []
-
-    class _Watched(_Conn):
-        def close(self, reason: CloseReason | None = None, exc: Exception | None = None) -> None:
-            closed_on.append(threading.current_thread())
-            super().close(reason, exc)
+    asked_on: list[threading.Thread] = []
 
     async def make() -> AIOKafkaClient:
         far = _started(_client(1, 2))
-        far._conns = {(2, ConnectionGroup.DEFAULT): _Watched(None)}
+        far._conns = {(2, ConnectionGroup.DEFAULT): _Conn(None)}
+        real = far.force_metadata_update
+
+        def asked() -> Any:
+            asked_on.append(threading.current_thread())
+            return real()
+
+        far.force_metadata_update = asked  # type: ignore[method-assign]
         return far
 
     try:
@@ -241,7 +249,7 @@ def test_a_fence_reaches_a_client_on_another_event_loop_on_its_own_loop(
 
         assert asyncio.run(run())
         asyncio.run_coroutine_threadsafe(asyncio.sleep(0), other_loop).result(2)  # a turn after
-        assert closed_on == [thread] and not far._conns
+        assert asked_on == [thread] and far._md_update_fut is not None
     finally:
         other_loop.call_soon_threadsafe(other_loop.stop)
         thread.join(2)
