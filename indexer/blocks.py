@@ -40,13 +40,50 @@ _zstandard: Any = None
 
 
 def _zstd() -> Any:
-    """zstandard, imported when a block is first read or written (a listing reads none)."""
+    """zstandard's C backend, loaded when a block is first read or written (a listing reads
+    none). The package itself imports `platform` (which compiles nine patterns) only to pick
+    that backend, a good part of a one-search process's work: on CPython the backend is
+    loaded directly (the same module the package exports; the package where that fails or
+    PYTHON_ZSTANDARD_IMPORT_POLICY asks for another backend)."""
     global _zstandard
     if _zstandard is None:
-        import zstandard
+        _zstandard = _c_backend()
+        if _zstandard is None:
+            import zstandard
 
-        _zstandard = zstandard
+            _zstandard = zstandard
     return _zstandard
+
+
+def _c_backend() -> Any:
+    import importlib.machinery
+    import importlib.util
+    import os
+    import sys
+
+    name = "zstandard.backend_c"
+    if name in sys.modules:
+        return sys.modules[name]
+    if (sys.implementation.name != "cpython"
+            or os.environ.get("PYTHON_ZSTANDARD_IMPORT_POLICY", "default").strip() != "default"):
+        return None
+    try:
+        package = importlib.util.find_spec("zstandard")
+        folders = (package.submodule_search_locations or []) if package else []
+        for folder in folders:
+            for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+                path = os.path.join(folder, "backend_c" + suffix)
+                if os.path.isfile(path):
+                    loader = importlib.machinery.ExtensionFileLoader(name, path)
+                    spec = importlib.util.spec_from_file_location(name, path, loader=loader)
+                    if spec is None:
+                        return None
+                    module = importlib.util.module_from_spec(spec)
+                    loader.exec_module(module)
+                    return module
+    except (ImportError, OSError):
+        pass
+    return None
 
 _dictionaries: dict[tuple[str, int], zstandard.ZstdCompressionDict] = {}
 _dictionaries_lock = threading.Lock()

@@ -369,16 +369,19 @@ def unpack4(np: Any, blob: bytes) -> Any:
     return out
 
 
-def open_vectors(conn: Any, wanted: str, name: str, *, readonly: bool = False) -> str:
+def open_vectors(conn: Any, wanted: str, name: str, *, readonly: bool = False,
+                 stored: str | None = None) -> str:
     """The `semantic` setting of a shard being opened (its vectors' model, or OFF).
 
     A shard records the setting it was first written with. One recording OFF (or nothing: made
     before vectors existed) that is now asked for vectors, or one recording another model, is
     outdated (rebuilt, so every event gets a vector of the same model). One recording vectors
     keeps them, and keeps adding them, when a process opens it without the setting: a command
-    run without RECALL_SEMANTIC must not drop what the index already has."""
-    row = conn.execute("SELECT value FROM meta WHERE key = 'semantic'").fetchone()
-    stored = OFF if row is None else str(row[0])
+    run without RECALL_SEMANTIC must not drop what the index already has. `stored`: the meta
+    row's value (OFF without one) when the caller read it already."""
+    if stored is None:
+        row = conn.execute("SELECT value FROM meta WHERE key = 'semantic'").fetchone()
+        stored = OFF if row is None else str(row[0])
     if wanted != OFF:
         require_extra()  # (a write would need the model: fail at open, not mid-batch)
     if wanted == OFF or stored == wanted:

@@ -13,14 +13,14 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import apsw
 
 from indexer.database import WRITER_CACHE_KIB, Conn, connect, connect_readonly, writable_dir
 from indexer.errors import INDEX_FAILED, INVALID_CONFIG, IndexOutdated, query_error
 from indexer.schema import APPLICATION_ID, DDL, PAGE_SIZE, SCHEMA_VERSION, TRIGRAM_DOCS
-from indexer.semantic import open_vectors
+from indexer.semantic import OFF, open_vectors
 
 
 class ShardMeta(NamedTuple):
@@ -34,6 +34,21 @@ class ShardMeta(NamedTuple):
     substring: bool
     redaction: str
     redacted: dict[str, int]
+
+
+#: The meta rows with the file's application id and schema version as two more (keys no meta
+#: row has): what opening a shard checks, in one statement.
+_APP_ID, _VERSION = "~application_id", "~user_version"
+_META_AND_MARKS = (f"SELECT key, value FROM meta UNION ALL SELECT '{_APP_ID}', application_id"
+                   f" FROM pragma_application_id UNION ALL SELECT '{_VERSION}', user_version"
+                   " FROM pragma_user_version")
+
+
+def _meta_of(rows: dict[str, Any]) -> ShardMeta:
+    redacted = {str(k)[len("redacted:"):]: int(v) for k, v in rows.items()
+                if str(k).startswith("redacted:")}
+    return ShardMeta(int(rows["generation"]), str(rows["epoch"]), rows["substring"] == "1",
+                     str(rows.get("redaction") or "unrecorded"), redacted)
 
 
 def _create_file(path: Path) -> None:
@@ -135,9 +150,13 @@ class Shard:
         self.readonly = not writable_dir(self.path)
         conn = self.open_reader()
         try:
-            self._verify(index, shard_count, redaction, conn)
-            self.semantic = open_vectors(conn, semantic, self.path.name, readonly=True)
-            meta = self.meta(conn)
+            # one statement for all a reader checks (a short `recall search` opens every shard)
+            rows = dict(conn.execute(_META_AND_MARKS).fetchall())
+            self._check(rows.pop(_APP_ID), rows.pop(_VERSION), rows, index, shard_count,
+                        redaction)
+            self.semantic = open_vectors(conn, semantic, self.path.name, readonly=True,
+                                         stored=str(rows.get("semantic", OFF)))
+            meta = _meta_of(rows)
         except apsw.Error as exc:
             conn.close()
             raise query_error(INDEX_FAILED, f"cannot open shard {self.path.name}: {exc}") from exc
@@ -184,11 +203,14 @@ class Shard:
             c.execute("ROLLBACK")
             raise
 
-    def _verify(self, index: int, shard_count: int, redaction: str,
-                conn: Conn | None = None) -> None:
-        conn = conn or self.writer
-        app_id = conn.execute("PRAGMA application_id").fetchone()[0]
-        version = conn.execute("PRAGMA user_version").fetchone()[0]
+    def _verify(self, index: int, shard_count: int, redaction: str) -> None:
+        rows = dict(self.writer.execute(_META_AND_MARKS).fetchall())
+        self._check(rows.pop(_APP_ID), rows.pop(_VERSION), rows, index, shard_count, redaction)
+
+    def _check(self, app_id: int, version: int, rows: dict[str, Any], index: int,
+               shard_count: int, redaction: str) -> None:
+        """That the file is a shard of this schema, this index and these redaction rules, by its
+        application id, schema version and meta rows."""
         if app_id != APPLICATION_ID:
             raise query_error(INDEX_FAILED, f"{self.path.name} is not a session-recall shard "
                               f"(application id {app_id:#x})")
@@ -199,10 +221,8 @@ class Shard:
             raise query_error(INDEX_FAILED, f"{self.path.name} has schema version {version}; "
                               f"this build reads {SCHEMA_VERSION}",
                               hint="use the newer session-recall that wrote it")
-        stored = dict(conn.execute(
-            "SELECT key, value FROM meta WHERE key IN ('shard_index', 'shard_count', 'redaction')"
-        ).fetchall())
-        rules = stored.pop("redaction", None)
+        stored = {key: rows[key] for key in ("shard_index", "shard_count") if key in rows}
+        rules = rows.get("redaction")
         if stored != {"shard_index": str(index), "shard_count": str(shard_count)}:
             raise query_error(INVALID_CONFIG, f"{self.path.name} belongs to a {stored.get('shard_count')}"
                               f"-shard index, not {shard_count}", hint="open with the same shard count")
@@ -217,11 +237,7 @@ class Shard:
         if conn is None:
             with self.reader() as reader:
                 return self.meta(reader)
-        rows = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-        redacted = {str(k)[len("redacted:"):]: int(v) for k, v in rows.items()
-                    if str(k).startswith("redacted:")}
-        return ShardMeta(int(rows["generation"]), str(rows["epoch"]), rows["substring"] == "1",
-                         str(rows.get("redaction") or "unrecorded"), redacted)
+        return _meta_of(dict(conn.execute("SELECT key, value FROM meta").fetchall()))
 
     @contextmanager
     def reader(self) -> Iterator[Conn]:

@@ -91,11 +91,11 @@ class ShardSet:
         self._remote = False
         try:
             if read_only:
-                self.shards = [Shard(self.root / shard_file_name(i), i, self.config.shards,
-                                     substring=self.config.substring,
-                                     redaction=self.config.redaction,
-                                     semantic=self.config.semantic, read_only=True)
-                               for i in range(self.config.shards)]
+                for i in range(self.config.shards):  # (appended one by one: `close` on error)
+                    self.shards.append(Shard(self.root / shard_file_name(i), i,
+                                             self.config.shards, substring=self.config.substring,
+                                             redaction=self.config.redaction,
+                                             semantic=self.config.semantic, read_only=True))
                 return
             from indexer.writer import ShardWriter
 
