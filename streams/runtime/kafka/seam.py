@@ -237,17 +237,6 @@ def wake(consumer: AIOKafkaConsumer) -> None:
     fetcher._recall_woken.set()
 
 
-# --- 9. which topics a principal may use (topic_access) ------------------------------------
-
-async def topic_access(admin: Any, topics: Sequence[str]) -> dict[str, int]:
-    """Topic → the error code a metadata request answers for it (0: usable, 3: missing, 29: not
-    authorized), never auto-creating one."""
-    response = await admin._send_request(MetadataRequest(list(topics),
-                                                         allow_auto_topic_creation=False))
-    return {str(info["topic"]): int(info["error_code"])
-            for info in response.to_object()["topics"]}
-
-
 # --- 2. a static group member leaves on a clean stop ---------------------------------------
 
 async def _leave_group(self: Any) -> None:
@@ -292,14 +281,6 @@ async def _perform_seek_then_place(self: Any) -> None:
         await fold.place(self)
 
 
-# --- 7. faust's table manager starts without its one-second sleep --------------------------
-
-async def _tables_start_at_once(self: Any) -> None:
-    if not self.should_stop:
-        await self._update_channels()
-        await self.recovery.start()
-
-
 # --- 6. faust's worker consumer: its fetch wait and its idle turn --------------------------
 
 def _worker_consumer(self: Any, transport: Any) -> Any:
@@ -308,6 +289,76 @@ def _worker_consumer(self: Any, transport: Any) -> Any:
     # aiokafka's `consumer_timeout_ms`, which faust does not pass (its fetch routine's turn)
     consumer._consumer_timeout = IDLE_TURN_MS / 1000
     return consumer
+
+
+# --- 7. faust's table manager starts without its one-second sleep --------------------------
+
+async def _tables_start_at_once(self: Any) -> None:
+    if not self.should_stop:
+        await self._update_channels()
+        await self.recovery.start()
+
+
+# --- 8. an idle fold does not wake every BATCH_WITHIN_S ------------------------------------
+
+def _no_idle_timer(stream: Any) -> None:
+    """faust's `take_events` waits for a full batch `within` seconds at a time, also with
+    nothing buffered, so an idle fold keeps waking up (much of an idle fold role's CPU). Here
+    the stream waits for its next record without a timeout, then for the rest of the batch:
+    - records came while the last batch was folded (a backlog): as faust does, until the batch
+      is full or `within` passed (the fold awaits its outputs' acks once per batch: smaller
+      batches would leave it idle more often);
+    - the stream was idle (a live append): until the batch is full, `within` passed, or no
+      record came for `BATCH_QUIET_S`: a lone record is folded at once instead of `within`
+      later (the latency floor of a quiet topic)."""
+    arrived = asyncio.Event()
+    last = [0.0]  # when the latest record came (monotonic)
+
+    async def note(value: Any) -> Any:
+        # per record only a stamp: the wait below wakes at most once per BATCH_QUIET_S
+        last[0] = time.monotonic()
+        arrived.set()
+        return value
+
+    stream.add_processor(note)
+    wait_for_stopped = stream.wait_for_stopped
+
+    async def wait_for_record_first(*events: Any, timeout: Any = None) -> Any:
+        if timeout is None:
+            return await wait_for_stopped(*events)  # not take_events' batch wait
+        if arrived.is_set():
+            arrived.clear()
+            stopped = await wait_for_stopped(*events, timeout=timeout)
+            arrived.clear()  # set again only by a record that comes while this batch is folded
+            return stopped
+        if await wait_for_stopped(arrived):
+            return True  # the stream stops
+        # take_events passes its one `buffer_full` event (set by its processor, which runs
+        # after `note`, once the buffer is full)
+        (full,) = events
+        deadline = time.monotonic() + timeout
+        while not full.is_set():
+            now = time.monotonic()
+            until = min(deadline, last[0] + BATCH_QUIET_S)
+            if now >= until:
+                break  # the window passed, or no record came for BATCH_QUIET_S
+            if await wait_for_stopped(full, timeout=until - now):
+                return True
+        arrived.clear()
+        return False
+
+    stream.wait_for_stopped = wait_for_record_first
+
+
+# --- 9. which topics a principal may use (topic_access) ------------------------------------
+
+async def topic_access(admin: Any, topics: Sequence[str]) -> dict[str, int]:
+    """Topic → the error code a metadata request answers for it (0: usable, 3: missing, 29: not
+    authorized), never auto-creating one."""
+    response = await admin._send_request(MetadataRequest(list(topics),
+                                                         allow_auto_topic_creation=False))
+    return {str(info["topic"]): int(info["error_code"])
+            for info in response.to_object()["topics"]}
 
 
 # --- 10. a broker the cluster no longer lists is let go ------------------------------------
@@ -586,57 +637,6 @@ class FaustFold:
                 await consumer.seek_wait(seeks)
             except Exception:  # revoked meanwhile: the next owner places it from the table
                 log.info("fold: seek back failed", exc_info=True)
-
-
-# --- 8. an idle fold does not wake every BATCH_WITHIN_S ------------------------------------
-
-def _no_idle_timer(stream: Any) -> None:
-    """faust's `take_events` waits for a full batch `within` seconds at a time, also with
-    nothing buffered, so an idle fold keeps waking up (much of an idle fold role's CPU). Here
-    the stream waits for its next record without a timeout, then for the rest of the batch:
-    - records came while the last batch was folded (a backlog): as faust does, until the batch
-      is full or `within` passed (the fold awaits its outputs' acks once per batch: smaller
-      batches would leave it idle more often);
-    - the stream was idle (a live append): until the batch is full, `within` passed, or no
-      record came for `BATCH_QUIET_S`: a lone record is folded at once instead of `within`
-      later (the latency floor of a quiet topic)."""
-    arrived = asyncio.Event()
-    last = [0.0]  # when the latest record came (monotonic)
-
-    async def note(value: Any) -> Any:
-        # per record only a stamp: the wait below wakes at most once per BATCH_QUIET_S
-        last[0] = time.monotonic()
-        arrived.set()
-        return value
-
-    stream.add_processor(note)
-    wait_for_stopped = stream.wait_for_stopped
-
-    async def wait_for_record_first(*events: Any, timeout: Any = None) -> Any:
-        if timeout is None:
-            return await wait_for_stopped(*events)  # not take_events' batch wait
-        if arrived.is_set():
-            arrived.clear()
-            stopped = await wait_for_stopped(*events, timeout=timeout)
-            arrived.clear()  # set again only by a record that comes while this batch is folded
-            return stopped
-        if await wait_for_stopped(arrived):
-            return True  # the stream stops
-        # take_events passes its one `buffer_full` event (set by its processor, which runs
-        # after `note`, once the buffer is full)
-        (full,) = events
-        deadline = time.monotonic() + timeout
-        while not full.is_set():
-            now = time.monotonic()
-            until = min(deadline, last[0] + BATCH_QUIET_S)
-            if now >= until:
-                break  # the window passed, or no record came for BATCH_QUIET_S
-            if await wait_for_stopped(full, timeout=until - now):
-                return True
-        arrived.clear()
-        return False
-
-    stream.wait_for_stopped = wait_for_record_first
 
 
 # --- the fold under faust: a record let go without a commit --------------------------------
