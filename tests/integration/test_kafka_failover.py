@@ -107,8 +107,8 @@ def env(whole: KafkaCluster, tmp_path: Path) -> dict[str, Any]:
         "RECALL_BROKER": f"kafka://{whole.bootstrap}",
         "RECALL_TOPIC_PREFIX": f"f{uuid.uuid4().hex[:10]}",
         "RECALL_SHARDS": SHARDS,
-        "RECALL_SESSION_TIMEOUT_S": 6.0,
-        "RECALL_HEARTBEAT_S": 1.0,
+        "RECALL_SESSION_TIMEOUT_S": Broker.session_timeout_s,
+        "RECALL_HEARTBEAT_S": Broker.heartbeat_s,
         "RECALL_MAX_EVENT_BYTES": 4096,
         "RECALL_DATA_DIR": tmp_path / "data",
         "RECALL_KAFKA_REPLICATION_FACTOR": 3,
@@ -121,7 +121,8 @@ def env(whole: KafkaCluster, tmp_path: Path) -> dict[str, Any]:
 def settings(env: dict[str, Any]) -> Settings:
     return Settings(
         broker=env["RECALL_BROKER"], topic_prefix=env["RECALL_TOPIC_PREFIX"], shards=SHARDS,
-        session_timeout_s=6.0, heartbeat_s=1.0, max_event_bytes=4096,
+        session_timeout_s=Broker.session_timeout_s, heartbeat_s=Broker.heartbeat_s,
+        max_event_bytes=4096,
         data_dir=env["RECALL_DATA_DIR"], kafka_replication_factor=3,
         kafka_min_insync_replicas=2, kafka_idempotent=True)
 

@@ -308,11 +308,13 @@ def test_an_agent_host_cut_off_for_a_minute_delivers_everything_once_in_order(
         capsys: pytest.CaptureFixture[str]) -> None:
     prefix = f"h{os.getpid() % 100000}x{int(time.time()) % 100000}"
     env = {"RECALL_BROKER": f"kafka://{cluster.bootstrap}", "RECALL_TOPIC_PREFIX": prefix,
-           "RECALL_SHARDS": SHARDS, "RECALL_SESSION_TIMEOUT_S": 6.0, "RECALL_HEARTBEAT_S": 1.0,
+           "RECALL_SHARDS": SHARDS, "RECALL_SESSION_TIMEOUT_S": Broker.session_timeout_s,
+           "RECALL_HEARTBEAT_S": Broker.heartbeat_s,
            "RECALL_KAFKA_REPLICATION_FACTOR": 3, "RECALL_KAFKA_MIN_INSYNC_REPLICAS": 2,
            "RECALL_KAFKA_IDEMPOTENT": "true", "RECALL_DATA_DIR": tmp_path / "worker-data"}
     settings = Settings(broker=env["RECALL_BROKER"], topic_prefix=prefix, shards=SHARDS,
-                        session_timeout_s=6.0, heartbeat_s=1.0, kafka_replication_factor=3,
+                        session_timeout_s=Broker.session_timeout_s,
+                        heartbeat_s=Broker.heartbeat_s, kafka_replication_factor=3,
                         kafka_min_insync_replicas=2, kafka_idempotent=True,
                         data_dir=tmp_path / "client-data")
     broker = Broker("apache", cluster.bootstrap, cluster.process, cluster.log_path, cluster)
