@@ -119,8 +119,10 @@ class Settings(BaseSettings):
     #: RECALL_WORKER_ID — this worker's stable identity in consumer groups (static
     #: membership); default: host name + a hash of RECALL_DATA_DIR.
     worker_id: str | None = None
-    #: RECALL_HEARTBEAT_S — Kafka consumer-group heartbeat interval.
-    heartbeat_s: float = Field(default=1.0, gt=0)
+    #: RECALL_HEARTBEAT_S — Kafka consumer-group heartbeat interval: a third of the session
+    #: timeout, as Kafka advises (a member learns of a rebalance at its next heartbeat; each
+    #: heartbeat is a request of every idle group member).
+    heartbeat_s: float = Field(default=2.0, gt=0)
     #: RECALL_WATCH_PATHS — what `recall watch` follows without PATH arguments (separated by
     #: os.pathsep); unset: every supported agent's default log folders.
     watch_paths: str | None = None

@@ -41,11 +41,11 @@ class Broker:
     def url(self) -> str:
         return f"kafka://{self.bootstrap}"
 
-    #: The consumer session timeout and heartbeat every broker here gets: Kafka's default
-    #: group.min.session.timeout.ms is 6 s and noida-db rejects < 6 s too (the suite's Kafka
-    #: accepts >= 1 s, but runs what a default broker accepts).
+    #: The consumer session timeout and heartbeat every broker here gets (the settings'
+    #: defaults): Kafka's default group.min.session.timeout.ms is 6 s and noida-db rejects
+    #: < 6 s too (the suite's Kafka accepts >= 1 s, but runs what a default broker accepts).
     session_timeout_s: ClassVar[float] = 6.0
-    heartbeat_s: ClassVar[float] = 1.0
+    heartbeat_s: ClassVar[float] = 2.0
 
 
 def selected_brokers(value: str | None) -> list[str]:
