@@ -46,6 +46,7 @@ def test_install_replaces_exactly_what_the_contract_names() -> None:
             is seam._worker_consumer)
     assert TableManager.on_start is seam._tables_start_at_once
     assert AIOKafkaClient._metadata_update is seam._metadata_update_letting_go
+    assert Fetcher._proc_offset_request is seam._offsets_or_new_leaders
     # 10 repeats aiokafka's metadata round with each broker's wait bounded: an aiokafka whose
     # round does more than this must be looked at again
     update = inspect.getsource(seam._metadata_update)

@@ -79,6 +79,14 @@ Contract, once `install()` ran in the process (the worker's roles, `build_app`, 
    [aiokafka private: `AIOKafkaClient._metadata_update` (replaced: the same steps, each
    broker's wait bounded), `AIOKafkaClient.bootstrap` (wrapped: the client joins the
    process's set), `AIOKafkaClient._conns`, `_loop`, `_sync_task`, `AIOKafkaConnection.close`]
+11. A consumer whose position is reset (no commit: to a log's end or beginning) and whose
+   ListOffsets meets a moved leader asks for metadata. aiokafka retries that reset every
+   `retry_backoff_ms` on the leader it knows without asking, so a consumer with the default
+   metadata age kept asking the old leader for minutes after a leadership moved (the query
+   role did, after a stalled broker was fenced). A failed ListOffsets whose error says the
+   metadata is stale (not the leader, unknown partition, a closed connection) now asks for
+   it, then fails as before, and the next retry goes to the new leader.
+   [aiokafka private: `Fetcher._proc_offset_request` (wrapped), `Fetcher._client`]
 
 `FoldTable` (faust `Table` subclass) writes a partition's records in one go, pinned to the
 changelog partition of their source, and tells the memory store which partition each key it
@@ -156,6 +164,7 @@ METADATA_WAIT_S = 1.0
 
 _installed = False
 _fetch = Fetcher._proc_fetch_request
+_offset_request = Fetcher._proc_offset_request
 _original_leave_group = group_coordinator.GroupCoordinator._maybe_leave_group
 _seek_to_committed = AIOKafkaConsumer.seek_to_committed
 _faust_consumer_init = faust_consumer.Consumer.__init__
@@ -449,12 +458,24 @@ def _let_go_of_unlisted(client: Any, listed: frozenset[int]) -> None:
             conn.close(reason=CloseReason.SHUTDOWN)
 
 
+# --- 11. a position reset that meets a moved leader asks for metadata ------------------------
+
+async def _offsets_or_new_leaders(self: Any, node_id: Any, topic_data: Any) -> Any:
+    try:
+        return await _offset_request(self, node_id, topic_data)
+    except KafkaError as exc:
+        if exc.invalid_metadata:
+            self._client.force_metadata_update()
+        raise
+
+
 def install() -> None:
     """Apply the process-wide behaviours of the contract (idempotent)."""
     global _installed
     if _installed:
         return
     Fetcher._proc_fetch_request = _fetch_waiting
+    Fetcher._proc_offset_request = _offsets_or_new_leaders
     group_coordinator.GroupCoordinator._maybe_leave_group = _leave_group
     AIOKafkaConsumer.seek_to_committed = _seek_to_committed_or_beginning
     faust_consumer.Consumer.__init__ = _init_without_read_offsets  # type: ignore[method-assign]
