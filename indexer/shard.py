@@ -124,10 +124,11 @@ class Shard:
         try:
             if fresh:
                 self._initialize(index, shard_count, substring, redaction)
-            self._verify(index, shard_count, redaction)
+            rows = self._verified(self.writer, index, shard_count, redaction)
             #: the vectors this shard keeps (indexer/semantic.py), "off": none
             self.semantic = open_vectors(self.writer, semantic, path.name,
-                                         readonly=self.readonly)
+                                         readonly=self.readonly,
+                                         stored=str(rows.get("semantic", OFF)))
             if not self.readonly:
                 # one statement per call: APSW runs the statements after one that returns a
                 # row (journal_mode does) only as its cursor is stepped
@@ -135,7 +136,7 @@ class Shard:
                 self.writer.execute("PRAGMA synchronous = NORMAL")
                 self.writer.execute(f"PRAGMA cache_size = -{WRITER_CACHE_KIB}")
                 self.writer.execute("PRAGMA mmap_size = 0").fetchall()
-            meta = self.meta(self.writer)
+            meta = _meta_of(rows)
         except apsw.Error as exc:
             self.writer.close()
             raise query_error(INDEX_FAILED, f"cannot open shard {path.name}: {exc}") from exc
@@ -150,10 +151,7 @@ class Shard:
         self.readonly = not writable_dir(self.path)
         conn = self.open_reader()
         try:
-            # one statement for all a reader checks (a short `recall search` opens every shard)
-            rows = dict(conn.execute(_META_AND_MARKS).fetchall())
-            self._check(rows.pop(_APP_ID), rows.pop(_VERSION), rows, index, shard_count,
-                        redaction)
+            rows = self._verified(conn, index, shard_count, redaction)
             self.semantic = open_vectors(conn, semantic, self.path.name, readonly=True,
                                          stored=str(rows.get("semantic", OFF)))
             meta = _meta_of(rows)
@@ -203,14 +201,13 @@ class Shard:
             c.execute("ROLLBACK")
             raise
 
-    def _verify(self, index: int, shard_count: int, redaction: str) -> None:
-        rows = dict(self.writer.execute(_META_AND_MARKS).fetchall())
-        self._check(rows.pop(_APP_ID), rows.pop(_VERSION), rows, index, shard_count, redaction)
-
-    def _check(self, app_id: int, version: int, rows: dict[str, Any], index: int,
-               shard_count: int, redaction: str) -> None:
-        """That the file is a shard of this schema, this index and these redaction rules, by its
-        application id, schema version and meta rows."""
+    def _verified(self, conn: Conn, index: int, shard_count: int,
+                  redaction: str) -> dict[str, Any]:
+        """The shard's meta rows, once its application id, schema version and meta rows show
+        it is a shard of this schema, this index and these redaction rules (one statement: a
+        short `recall search` opens every shard)."""
+        rows = dict(conn.execute(_META_AND_MARKS).fetchall())
+        app_id, version = rows.pop(_APP_ID), rows.pop(_VERSION)
         if app_id != APPLICATION_ID:
             raise query_error(INDEX_FAILED, f"{self.path.name} is not a session-recall shard "
                               f"(application id {app_id:#x})")
@@ -231,6 +228,7 @@ class Shard:
             # older build that recorded none): serving or extending them would mix the two.
             raise IndexOutdated(f"{self.path.name} was built with redaction rules "
                                 f"{rules or 'unrecorded'}; the settings now ask for {redaction}")
+        return rows
 
     def meta(self, conn: Conn | None = None) -> ShardMeta:
         """The shard's meta row as `conn` (default: a pooled reader) sees it."""

@@ -18,7 +18,6 @@ import os
 import signal
 import sys
 from collections.abc import Sequence
-from typing import overload
 
 import faust
 
@@ -125,7 +124,7 @@ def run_worker(settings: Settings, roles: Sequence[str], *, loglevel: str = "war
 def _set_up(settings: Settings) -> Lineup:
     """The supervisor's start-up: the fleet's and the live generation's topics, and the lineup.
     A principal the cluster refuses (authentication, TLS, a topic's ACL) stops it with the
-    STREAM_* error that says which; a lost broker is asked again (`_start_up_topics`)."""
+    STREAM_* error that says which; a lost broker is asked again (`_live_lineup`)."""
     conn = client_options(settings)
     try:
         # told here: aiokafka would retry a topic it may not use for ever, logging each attempt
@@ -133,43 +132,34 @@ def _set_up(settings: Settings) -> Lineup:
                                               *Topics.of(settings).shared()]))
         if refused is not None:
             raise refused
-        return asyncio.run(_start_up_topics(settings, "the worker's start-up", fleet=True))
+        return asyncio.run(_live_lineup(settings, "the worker's start-up", fleet=True))
     except Exception as exc:
         raise asyncio.run(explained(conn, exc)) from None
 
 
-@overload
-async def _start_up_topics(settings: Settings, what: str, *, fleet: bool = False) -> Lineup:
-    ...
-
-
-@overload
-async def _start_up_topics(settings: Settings, what: str, *, generation: int) -> None:
-    ...
-
-
-async def _start_up_topics(settings: Settings, what: str, *, fleet: bool = False,
-                           generation: int | None = None) -> Lineup | None:
-    """The topics a start-up needs, asked again while a broker is lost
-    (`connection.asked_again`): a supervisor or role started, or restarted, while the cluster
-    loses a broker would otherwise exit (a role to be restarted, its imports and clients over
-    again). `fleet`: the fleet's topics first (the supervisor's start-up). `generation`: that
-    generation's topics (a fold told its generation); without it, the lineup is read and the
-    live generation's topics ensured, and the lineup is returned."""
+async def _live_lineup(settings: Settings, what: str, *, fleet: bool = False) -> Lineup:
+    """The lineup, once the live generation's topics exist (`fleet`: the fleet's topics first,
+    the supervisor's start-up), asked again while a broker is lost (`connection.asked_again`): a
+    supervisor or role started, or restarted, while the cluster loses a broker would otherwise
+    exit (a role to be restarted, its imports and clients over again)."""
     bootstrap = client_options(settings)
 
-    async def attempt() -> Lineup | None:
+    async def attempt() -> Lineup:
         if fleet:
             await ensure_fleet_topics(bootstrap, settings.topic_prefix,
                                       **replication_options(settings))
-        if generation is not None:
-            await ensure_topics(bootstrap, Topics.of(settings, generation))
-            return None
         lineup = await read_lineup(bootstrap, settings.topic_prefix)
         await ensure_topics(bootstrap, Topics.of(settings, lineup.live))
         return lineup
 
     return await asked_again(what, attempt)
+
+
+async def _generation_topics(settings: Settings, generation: int) -> None:
+    """`generation`'s topics (a fold told its generation), asked again as `_live_lineup` is."""
+    bootstrap = client_options(settings)
+    await asked_again(f"the fold role's start-up (generation {generation})",
+                      lambda: ensure_topics(bootstrap, Topics.of(settings, generation)))
 
 
 def run_role(settings: Settings, role: str, *, loglevel: str = "warning",
@@ -199,7 +189,7 @@ def _run_service(settings: Settings, role: str) -> None:
     (streams.runtime.kafka.lineup), the query role scatters to the new one from its next request."""
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
-    lineup = loop.run_until_complete(_start_up_topics(settings, f"the {role} role's start-up"))
+    lineup = loop.run_until_complete(_live_lineup(settings, f"the {role} role's start-up"))
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
@@ -232,11 +222,9 @@ def _run_fold(settings: Settings, loglevel: str, generation: int | None, *,
     asyncio.set_event_loop(loop)
     if generation is None:
         generation = loop.run_until_complete(
-            _start_up_topics(settings, "the fold role's start-up")).live
+            _live_lineup(settings, "the fold role's start-up")).live
     else:
-        loop.run_until_complete(_start_up_topics(
-            settings, f"the fold role's start-up (generation {generation})",
-            generation=generation))
+        loop.run_until_complete(_generation_topics(settings, generation))
     name_process(f"recall-fold-g{generation}")
     app = build_app(settings, generation=generation)
     driver = app.recall_fold  # type: ignore[attr-defined]

@@ -55,7 +55,7 @@ def test_a_role_that_meets_a_lost_broker_at_start_asks_again(
     lineup_failures: list[Exception] = [KafkaConnectionError("node 1")]
     topic_failures: list[Exception] = [RequestTimedOutError(), KafkaConnectionError("node 1")]
     ensured = _brokers(monkeypatch, lineup_failures, topic_failures)
-    lineup = asyncio.run(worker._start_up_topics(SETTINGS, "the query role's start-up"))
+    lineup = asyncio.run(worker._live_lineup(SETTINGS, "the query role's start-up"))
     assert lineup.live == 3 and ensured == [3]
     assert lineup_failures == [] and topic_failures == []
 
@@ -81,7 +81,7 @@ REQUEST_TIMED_OUT = 7
 def test_a_role_whose_topics_meet_a_moving_controller_at_start_asks_again(
         monkeypatch: pytest.MonkeyPatch) -> None:
     cluster = _cluster(monkeypatch, [NOT_CONTROLLER, REQUEST_TIMED_OUT])
-    lineup = asyncio.run(worker._start_up_topics(SETTINGS, "the index role's start-up"))
+    lineup = asyncio.run(worker._live_lineup(SETTINGS, "the index role's start-up"))
     assert lineup.live == 3 and cluster.create_requests == 3
     assert set(Topics.of(SETTINGS, 3).configs()) <= cluster.topics
 
@@ -90,7 +90,7 @@ def test_a_role_whose_topics_meet_a_moving_controller_at_start_asks_again(
 def test_a_fold_told_its_generation_asks_again_when_the_controller_moves(
         monkeypatch: pytest.MonkeyPatch, failure: Exception) -> None:
     ensured = _brokers(monkeypatch, [], [failure])
-    asyncio.run(worker._start_up_topics(SETTINGS, "the fold role's start-up", generation=4))
+    asyncio.run(worker._generation_topics(SETTINGS, 4))
     assert ensured == [4]
 
 
@@ -98,7 +98,7 @@ def test_a_fold_told_its_generation_sets_up_that_generation_asking_again(
         monkeypatch: pytest.MonkeyPatch) -> None:
     topic_failures: list[Exception] = [KafkaConnectionError("node 2")]
     ensured = _brokers(monkeypatch, [], topic_failures)
-    asyncio.run(worker._start_up_topics(SETTINGS, "the fold role's start-up", generation=5))
+    asyncio.run(worker._generation_topics(SETTINGS, 5))
     assert ensured == [5] and topic_failures == []
 
 
@@ -106,7 +106,7 @@ def test_a_role_start_that_asking_again_would_not_mend_still_fails(
         monkeypatch: pytest.MonkeyPatch) -> None:
     ensured = _brokers(monkeypatch, [], [TopicAuthorizationFailedError("events")])
     with pytest.raises(TopicAuthorizationFailedError):
-        asyncio.run(worker._start_up_topics(SETTINGS, "the index role's start-up"))
+        asyncio.run(worker._live_lineup(SETTINGS, "the index role's start-up"))
     assert ensured == []
 
 
