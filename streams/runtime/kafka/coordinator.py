@@ -26,6 +26,7 @@ from streams.runtime.kafka.codec import (
     ok_reply,
 )
 from streams.runtime.kafka.connection import (
+    FOLLOW_LEADERS,
     IDLE_TURN_MS,
     client_options,
     connect_kwargs,
@@ -103,9 +104,10 @@ class QueryCoordinator:
             # rebalance makes aiokafka rejoin under a new member id (static membership fences
             # the old one). Callers re-send on timeout.
             enable_auto_commit=False, fetch_max_wait_ms=200, consumer_timeout_ms=IDLE_TURN_MS,
-            # (the requester's reply consumer follows the leaders for the whole process; a
-            # reset of this one's position asks for metadata itself: seam item 11)
-            session_timeout_ms=int(self.settings.session_timeout_s * 1000),
+            # It follows the leaders itself too: it waits for requests on the partitions a
+            # killed broker led, and a fence seen by the requester's consumer alone left
+            # queries unanswered longer after two brokers were killed in a row.
+            **FOLLOW_LEADERS, session_timeout_ms=int(self.settings.session_timeout_s * 1000),
             heartbeat_interval_ms=int(self.settings.heartbeat_s * 1000))
         await consumer.start()
         tasks: set[asyncio.Task[None]] = set()

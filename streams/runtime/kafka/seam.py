@@ -71,8 +71,8 @@ Contract, once `install()` ran in the process (the worker's roles, `build_app`, 
    new coordinator, instead of hanging for the whole request timeout (40 s). A SIGSTOPped
    broker answers nothing and closes nothing, so without this the clients held on to it for
    as long as it hung. How soon a process sees the fence is the shortest `metadata_max_age_ms`
-   of its clients (`streams.runtime.kafka.connection.FOLLOW_LEADERS`: one consumer of each
-   process on the request path), so the others keep aiokafka's default and its idle cost.
+   of its clients (`streams.runtime.kafka.connection.FOLLOW_LEADERS`: the request path's
+   consumers), so the others keep aiokafka's default and its idle cost.
    Only the brokers
    an answer lists decide what is closed (an answer without brokers closes nothing; a topic's
    error, e.g. one the principal may not describe, none), and a cancelled round ends cancelled
@@ -177,7 +177,7 @@ _metadata_update = AIOKafkaClient._metadata_update
 _bootstrap = AIOKafkaClient.bootstrap
 _BOOTSTRAP = ("bootstrap", ConnectionGroup.DEFAULT)
 #: Every client of the process that started since `install()` (10): a fence one of them sees
-#: is acted on by all of them, so one consumer per process follows the leaders closely.
+#: is acted on by all of them, so only the request path's consumers follow the leaders closely.
 _clients: weakref.WeakSet[Any] = weakref.WeakSet()
 #: (faust's consumer runs on a thread and an event loop of its own)
 _clients_lock = threading.Lock()
