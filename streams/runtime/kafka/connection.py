@@ -34,8 +34,8 @@ Connect = str | Mapping[str, Any]
 IDLE_TURN_MS = seam.IDLE_TURN_MS
 #: The request path's consumers (a requester's reply consumer, the query role's request
 #: consumer, the index role's consumer) refresh their metadata this often (aiokafka's
-#: default: every 5 min): a broker that stalls (a long pause, SIGSTOP) keeps its connections open and answers nothing,
-#: so no error tells the clients that its leaderships moved; the first metadata after the
+#: default: every 5 min): a broker that stalls (a long pause, SIGSTOP) keeps its connections
+#: open and answers nothing, so no error tells the clients that its leaderships moved; the first metadata after the
 #: controller fenced it does, and every client of the process lets go of it (streams.runtime.
 #: kafka.seam, 10). One small request a second per such consumer.
 FOLLOW_LEADERS: dict[str, Any] = {"metadata_max_age_ms": 1000}
