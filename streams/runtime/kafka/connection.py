@@ -35,9 +35,9 @@ IDLE_TURN_MS = seam.IDLE_TURN_MS
 #: The request path's consumers (a requester's reply consumer, the query role's request
 #: consumer, the index role's consumer) refresh their metadata this often (aiokafka's
 #: default: every 5 min): a broker that stalls (a long pause, SIGSTOP) keeps its connections
-#: open and answers nothing, so no error tells the clients that its leaderships moved; the first metadata after the
-#: controller fenced it does, and every client of the process lets go of it (streams.runtime.
-#: kafka.seam, 10). One small request a second per such consumer.
+#: open and answers nothing, so no error tells the clients that its leaderships moved; the
+#: first metadata after the controller fenced it does, and every client of the process lets go
+#: of it (streams.runtime.kafka.seam, 10). One small request a second per such consumer.
 FOLLOW_LEADERS: dict[str, Any] = {"metadata_max_age_ms": 1000}
 #: How long a role's start-up (its topics, the lineup) is asked again while a broker is lost: an
 #: admin request goes to any broker, a dead one too until the controller fences it, and the
