@@ -605,9 +605,12 @@ class FaustFold:
             targets.update(await consumer.earliest_offsets(*fresh))
         if not targets:
             return
-        await consumer.seek_wait(targets)
+        # Placed before the seek: the seek waits on faust's consumer thread, and a batch read
+        # meanwhile (from the new positions) would find its partitions unplaced, be released
+        # unread, and never be fetched again.
         for tp, offset in targets.items():
             self.positions.place(tp.partition, offset)
+        await consumer.seek_wait(targets)
         # faust's gap check counts from here: it ignores acks below, never commits a hole above
         consumer._committed_offset.update({tp: offset or None for tp, offset in targets.items()})
 
