@@ -119,7 +119,9 @@ def test_a_caught_up_index_worker_merges_the_segments_its_writes_grew(
         broker: Any, settings: Settings, worker_factory: Any, tmp_path: Path) -> None:
     """Two rounds of documents, the second indexed in a transaction of its own: the shard's
     token index holds two segments until the worker, idle again, merges them (every term lookup
-    probes every segment; indexer/segments.py). Answers stay the same."""
+    probes every segment; indexer/segments.py). Answers stay the same. Each round is one
+    segment record, so the fold folds it in one batch whenever it arrives (single records could
+    be split across batches by their arrival, and each batch's documents are a transaction)."""
     from indexer.segments import read_structure
 
     topics = Topics.of(settings)
@@ -139,7 +141,8 @@ def test_a_caught_up_index_worker_merges_the_segments_its_writes_grew(
         seen = []
         try:
             for n, (seqs, first) in enumerate(((range(0, 20), True), (range(20, 40), False))):
-                await produce(broker.bootstrap, topics.events, wave("mg-1", seqs, with_header=first))
+                lines = [value for _, value in wave("mg-1", seqs, with_header=first)]
+                await produce(broker.bootstrap, topics.events, [(b"mg-1", b"\n".join(lines))])
                 for _ in range(400):
                     if sum(s["events"] for s in shard_stats(shards)) >= 20 * (n + 1):
                         break
