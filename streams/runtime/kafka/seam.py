@@ -607,12 +607,12 @@ class FaustFold:
             return
         # Placed before the seek: the seek waits on faust's consumer thread, and a batch read
         # meanwhile (from the new positions) would find its partitions unplaced, be released
-        # unread, and never be fetched again.
+        # unread, and never be fetched again; folded, its acks count from these positions too.
         for tp, offset in targets.items():
             self.positions.place(tp.partition, offset)
-        await consumer.seek_wait(targets)
         # faust's gap check counts from here: it ignores acks below, never commits a hole above
         consumer._committed_offset.update({tp: offset or None for tp, offset in targets.items()})
+        await consumer.seek_wait(targets)
 
     async def run(self, stream: Any, batch_max: int, within_s: float) -> None:
         """The agent body: every batch of `stream`, held until processed."""

@@ -1,6 +1,7 @@
 """The fold's placing after a rebalance (streams.runtime.kafka.seam item 5, `FaustFold.place`):
 a batch read while faust's consumer thread performs the seek to the recorded positions is
-folded from those positions, and one read before the placing is left for the fetch after it."""
+folded from those positions, its acks counted by faust's commit bookkeeping from there too,
+and one read before the placing is left for the fetch after it."""
 
 from __future__ import annotations
 
@@ -62,6 +63,7 @@ class _Consumer:
         self.fold, self.during = fold, during
         self._committed_offset: dict[Any, Any] = {}
         self.sought: dict[int, int] = {}
+        self.committed_during_seek: dict[int, Any] = {}
         self.left_unread: set[int] = set()
 
     def assignment(self) -> set[TopicPartition]:
@@ -72,6 +74,7 @@ class _Consumer:
 
     async def seek_wait(self, targets: Mapping[TopicPartition, int]) -> None:
         self.sought.update({tp.partition: offset for tp, offset in targets.items()})
+        self.committed_during_seek = {tp.partition: o for tp, o in self._committed_offset.items()}
         self.left_unread = await self.fold._process(list(self.during))
 
 
@@ -91,6 +94,8 @@ def test_a_batch_read_during_the_seek_is_folded_from_the_recorded_positions() ->
     records = [_Record(TOPIC, 0, 5), _Record(TOPIC, 1, 0), _Record(TOPIC, 0, 6)]
     processor, consumer = _placed_with(records)
     assert consumer.sought == {0: 5, 1: 0}
+    # faust's "no commit at all" for partition 1 (offset 0) is None
+    assert consumer.committed_during_seek == {0: 5, 1: None}
     assert processor.folded == [(0, 5), (1, 0), (0, 6)]
     assert consumer.left_unread == set()
 
