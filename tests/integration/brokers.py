@@ -18,6 +18,7 @@ from importlib.resources import files
 from pathlib import Path
 from typing import ClassVar
 
+from streams.core.settings import Settings
 from tests.integration.apache_kafka import KafkaCluster, start_cluster, stop_cluster
 
 BROKERS = ("apache", "noida")
@@ -41,11 +42,11 @@ class Broker:
     def url(self) -> str:
         return f"kafka://{self.bootstrap}"
 
-    #: The consumer session timeout and heartbeat every broker here gets (the settings'
-    #: defaults): Kafka's default group.min.session.timeout.ms is 6 s and noida-db rejects
-    #: < 6 s too (the suite's Kafka accepts >= 1 s, but runs what a default broker accepts).
-    session_timeout_s: ClassVar[float] = 6.0
-    heartbeat_s: ClassVar[float] = 2.0
+    #: The consumer session timeout and heartbeat every broker here gets: the settings'
+    #: defaults (Kafka's default group.min.session.timeout.ms is 6 s and noida-db rejects < 6 s
+    #: too; the suite's Kafka accepts >= 1 s, but runs what a default broker accepts).
+    session_timeout_s: ClassVar[float] = Settings.model_fields["session_timeout_s"].default
+    heartbeat_s: ClassVar[float] = Settings.model_fields["heartbeat_s"].default
 
 
 def selected_brokers(value: str | None) -> list[str]:

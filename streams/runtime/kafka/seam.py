@@ -72,9 +72,8 @@ Contract, once `install()` ran in the process (the worker's roles, `build_app`, 
    broker answers nothing and closes nothing, so without this the clients held on to it for
    as long as it hung. How soon a process sees the fence is the shortest `metadata_max_age_ms`
    of its clients (`streams.runtime.kafka.connection.FOLLOW_LEADERS`: the request path's
-   consumers), so the others keep aiokafka's default and its idle cost.
-   Only the brokers
-   an answer lists decide what is closed (an answer without brokers closes nothing; a topic's
+   consumers), so the others keep aiokafka's default and its idle cost. Only the brokers an
+   answer lists decide what is closed (an answer without brokers closes nothing; a topic's
    error, e.g. one the principal may not describe, none), and a cancelled round ends cancelled
    (a client's `close()` cancels its metadata task once and waits for it to end).
    [aiokafka private: `AIOKafkaClient._metadata_update` (replaced: the same steps, each

@@ -78,10 +78,14 @@ class _Consumer:
         self.left_unread = await self.fold._process(list(self.during))
 
 
+def _fold() -> tuple[_Processor, seam.FaustFold]:
+    processor = _Processor()
+    return processor, seam.FaustFold(_App(), _Table(), processor)  # type: ignore[arg-type]
+
+
 def _placed_with(during: list[_Record]) -> tuple[_Processor, _Consumer]:
     async def run() -> tuple[_Processor, _Consumer]:
-        processor = _Processor()
-        fold = seam.FaustFold(_App(), _Table(), processor)  # type: ignore[arg-type]
+        processor, fold = _fold()
         consumer = _Consumer(fold, during)
         await fold._recovered()
         await fold.place(consumer)
@@ -108,10 +112,8 @@ def test_records_below_the_recorded_position_are_not_folded_again() -> None:
 
 def test_a_batch_read_before_the_fold_is_recovered_is_left_for_the_fetch_after_placing() -> None:
     async def run() -> tuple[_Processor, set[int]]:
-        processor = _Processor()
-        fold = seam.FaustFold(_App(), _Table(), processor)  # type: ignore[arg-type]
-        records = [_Record(TOPIC, 0, 5)]
-        return processor, await fold._process(list(records))
+        processor, fold = _fold()
+        return processor, await fold._process([_Record(TOPIC, 0, 5)])
 
     processor, unread = asyncio.run(run())
     assert processor.folded == [] and len(unread) == 1
