@@ -10,9 +10,6 @@ STAMP := $(VENV)/.installed
 RECALL_TEST_BROKER ?= apache
 export RECALL_TEST_BROKER
 comma := ,
-# setuptools' notice on every editable install of this flat layout ("folders in your working
-# directory with the same name as your package"): pip's -q does not reach the build backend.
-QUIET_EDITABLE := PYTHONWARNINGS="ignore:Editable installation"
 # `kafka` when the chosen brokers include Apache Kafka, so a Java-less `noida` run needs no Maven
 NEED_KAFKA := $(if $(filter apache all,$(subst $(comma), ,$(RECALL_TEST_BROKER))),kafka)
 
@@ -21,7 +18,7 @@ NEED_KAFKA := $(if $(filter apache all,$(subst $(comma), ,$(RECALL_TEST_BROKER))
 $(STAMP): pyproject.toml setup.py indexer/_matchcount.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(QUIET_EDITABLE) $(BIN)/python -m pip install -q -e '.[test,bench,mcp,ui]'
+	$(BIN)/python -m pip install -q -e '.[test,bench,mcp,ui]'
 	touch $(STAMP)
 
 setup: $(STAMP)
@@ -32,7 +29,7 @@ DEMO_STAMP := $(VENV)/.installed-demo
 $(DEMO_STAMP): pyproject.toml setup.py indexer/_matchcount.c
 	test -x $(BIN)/python || $(PY) -m venv $(VENV)
 	$(BIN)/python -m pip install -q --upgrade pip
-	$(QUIET_EDITABLE) $(BIN)/python -m pip install -q -e .
+	$(BIN)/python -m pip install -q -e .
 	touch $(DEMO_STAMP)
 
 demo: $(if $(wildcard $(STAMP)),$(STAMP),$(DEMO_STAMP))
@@ -78,7 +75,7 @@ lowest:
 	rm -rf .venv-lowest && $(PY) -m venv .venv-lowest
 	.venv-lowest/bin/python -m pip install -q --upgrade pip
 	$(PY) tests/packaging/lowest.py mcp > .venv-lowest/constraints.txt
-	$(QUIET_EDITABLE) .venv-lowest/bin/python -m pip install -q -c .venv-lowest/constraints.txt -e '.[test,mcp,ui]'
+	.venv-lowest/bin/python -m pip install -q -c .venv-lowest/constraints.txt -e '.[test,mcp,ui]'
 	.venv-lowest/bin/python -m pip freeze | grep -iE '^(faust-streaming|aiokafka|cramjam|orjson|pydantic|pydantic-settings|zstandard|apsw|click|rich|filelock|detect-secrets|ahocorasick-rs|watchfiles|mcp)=='
 	RECALL_TEST_BROKER=noida .venv-lowest/bin/pytest -m "not packaging"
 

@@ -13,11 +13,11 @@ changes once written, so readers cache it by (shard epoch, dictionary id).
 from __future__ import annotations
 
 import struct
-import threading
 from collections.abc import Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from indexer.database import Conn
+from indexer.locks import Lock, local
 from indexer.schema import BLOCK_EVENTS, SEQ_MASK, block_id
 from projections.codec import dumps
 
@@ -86,8 +86,8 @@ def _c_backend() -> Any:
     return None
 
 _dictionaries: dict[tuple[str, int], zstandard.ZstdCompressionDict] = {}
-_dictionaries_lock = threading.Lock()
-_local = threading.local()
+_dictionaries_lock = Lock()
+_local = local()
 
 
 def _encode_entries(entries: Mapping[int, bytes]) -> bytes:

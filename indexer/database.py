@@ -10,9 +10,7 @@ rule it enforces that the stdlib module does not: a connection is used by one th
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from typing import Any, Protocol
-from urllib.parse import quote
 
 import apsw
 
@@ -49,13 +47,16 @@ MMAP_BYTES = 1 << 30
 BUSY_TIMEOUT_MS = 5000
 
 
-def connect(path: Path | str, *, readonly: bool = False, immutable: bool = False) -> Conn:
+def connect(path: str | os.PathLike[str], *, readonly: bool = False,
+            immutable: bool = False) -> Conn:
     """A connection with the index's pragmas and functions; the file must exist. `immutable`:
     read-only for a file nothing can change (a read-only mount), where SQLite cannot make the
     WAL's shared-memory file a read-only WAL database otherwise needs."""
     flags = apsw.SQLITE_OPEN_READONLY if readonly or immutable else apsw.SQLITE_OPEN_READWRITE
     name = os.fspath(path)
     if immutable:
+        from urllib.parse import quote  # (a read-only mount only)
+
         name = "file:" + quote(os.path.abspath(name)) + "?immutable=1"
         flags |= apsw.SQLITE_OPEN_URI
     conn = apsw.Connection(name, flags=flags, statementcachesize=64)
@@ -65,12 +66,12 @@ def connect(path: Path | str, *, readonly: bool = False, immutable: bool = False
     return conn
 
 
-def writable_dir(path: Path | str) -> bool:
+def writable_dir(path: str | os.PathLike[str]) -> bool:
     """Whether SQLite can write beside `path` (its journal, WAL and shared-memory files)."""
     return os.access(os.path.dirname(os.path.abspath(path)), os.W_OK)
 
 
-def connect_readonly(path: Path | str) -> Conn:
+def connect_readonly(path: str | os.PathLike[str]) -> Conn:
     """A read-only connection, also to a WAL file on a read-only mount (immutable: SQLite
     cannot create the shared-memory file a WAL reader otherwise needs, and nothing can change
     the file there)."""

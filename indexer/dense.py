@@ -22,13 +22,13 @@ and seq, so the same index and query give the same order.
 from __future__ import annotations
 
 import os
-import threading
 from collections.abc import Callable, Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from indexer.database import Conn
 from indexer.errors import INVALID_QUERY, query_error
+from indexer.locks import Lock
 from indexer.ranking import Candidate, Scope, event_key
 from indexer.search import _COLUMNS, _JOINS, _candidate, _where
 from indexer.semantic import DIMENSION, MODEL_ID, OFF, load_embedder, quantize, unpack4
@@ -37,8 +37,6 @@ from projections.codec import dumps
 if TYPE_CHECKING:  # (loaded with the pool, by a search by meaning only)
     from concurrent.futures import Future, ThreadPoolExecutor
 
-#: PROTOCOL mode values that read vectors.
-DENSE_MODES = ("semantic", "hybrid")
 #: Our code (PROTOCOL's SESSION_QUERY_* set is closed): the index holds no vectors.
 SEMANTIC_UNAVAILABLE = "RECALL_SEMANTIC_UNAVAILABLE"
 #: Reciprocal rank fusion's constant (Cormack et al.; cass and most peers use 60).
@@ -102,7 +100,7 @@ class _ShardVectors:
         #: the rows' sign bits, word by word (WORDS contiguous columns: each pass of the Hamming
         #: scan reads one)
         self.bits = np.zeros((WORDS, 0), np.uint64)
-        self.lock = threading.Lock()
+        self.lock = Lock()
 
     def refresh(self, conn: Conn) -> None:
         np = self.np
@@ -181,7 +179,7 @@ class VectorCache:
 
     def __init__(self) -> None:
         self._shards: dict[tuple[str, str], _ShardVectors] = {}
-        self._lock = threading.Lock()
+        self._lock = Lock()
 
     def shard(self, key: tuple[str, str], conn: Conn) -> _ShardVectors:
         """The vectors of the shard `key` names, brought up to what `conn` sees."""
@@ -308,7 +306,7 @@ class _Jobs:
         self.results: list[Any] = [None] * len(jobs)
         self.errors: list[BaseException | None] = [None] * len(jobs)
         self._next = 0
-        self._lock = threading.Lock()
+        self._lock = Lock()
 
     def work(self) -> None:
         while True:
@@ -330,7 +328,7 @@ class _Jobs:
 
 
 _pool: ThreadPoolExecutor | None = None
-_pool_lock = threading.Lock()
+_pool_lock = Lock()
 
 
 def _submit(fn: Callable[[], None]) -> Future[None] | None:

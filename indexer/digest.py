@@ -54,7 +54,7 @@ def session_digests(shards: Iterable[Shard], *,
     if parallel:
         from indexer.digester import digest_files
 
-        parts = digest_files([os.fspath(s.path) for s in shards])
+        parts = digest_files([s.file for s in shards])
     out: dict[str, list[Any]] = {}
     for shard, part in zip(shards, parts, strict=True):
         if part is None:  # digested here: small, or its helper failed (an error surfaces here)
@@ -132,7 +132,7 @@ def _file_bytes(shard: Shard) -> int:
     total = 0
     for suffix in ("", "-wal"):
         with contextlib.suppress(OSError):
-            total += os.stat(os.fspath(shard.path) + suffix).st_size
+            total += os.stat(shard.file + suffix).st_size
     return total
 
 

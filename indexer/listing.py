@@ -17,12 +17,12 @@ runtimes answer the same records.
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from indexer.database import Conn
 from indexer.errors import INVALID_FILTER, INVALID_LIMIT, query_error
+from indexer.locks import Lock
 from indexer.shard import Shard
 from projections.codec import dumps, loads
 from projections.titles import CLAUDE_AGENT, agent_of
@@ -133,7 +133,7 @@ class SummaryTitles:
     """The summary titles of one index, recomputed only when a shard's generation moved."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        self._lock = Lock()
         self._generations: list[str | None] = []
         self._summaries: list[list[list[Any]]] = []
         self._titles: dict[str, str] = {}

@@ -21,12 +21,12 @@ from __future__ import annotations
 import heapq
 import importlib.util
 import struct
-import threading
 from collections.abc import Sequence
 from typing import Any
 
 import apsw
 
+from indexer.locks import Lock
 from indexer.schema import LENGTH_MASK, TOKENIZER
 
 FUNCTION = "recall_matches"
@@ -126,7 +126,7 @@ def python_top(api: apsw.FTS5ExtensionApi, size: int) -> bytes:
     return struct.pack(f"<{2 * len(best)}q", *(v for entry in best for v in entry))
 
 
-_tokenizer_lock = threading.Lock()
+_tokenizer_lock = Lock()
 _tokenizer: Any = None
 
 

@@ -173,7 +173,7 @@ class SessionReads:
             number, header = self._session_on(conn, session_id)
             revision, count = conn.execute(
                 "SELECT revision, event_count FROM sessions WHERE no = ?", (number,)).fetchone()
-            key = (str(shard.path), shard.epoch, number, int(revision))
+            key = (shard.file, shard.epoch, number, int(revision))
             folded = self.folded.get(key, int(count), lambda: self._events(shard, conn, number))
         return header, folded
 

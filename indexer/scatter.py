@@ -15,7 +15,7 @@ from typing import Any
 from indexer import dense
 from indexer.config import IndexConfig
 from indexer.cursor import decode_cursor, encode_cursor, require_generation
-from indexer.dense import DENSE_MODES, VectorCache
+from indexer.dense import VectorCache
 from indexer.errors import INVALID_QUERY, query_error, substring_missing
 from indexer.filters import check_budgets, compile_clauses, validate_filters
 from indexer.lineage import trace_lineage
@@ -34,6 +34,7 @@ from indexer.search import attach_headers, drop_page_data, make_snippets, search
 from indexer.semantic import require_extra
 from indexer.service import prepare_request
 from indexer.shard import Shard
+from indexer.vectorsetting import DENSE_MODES
 from projections.codec import loads
 
 #: Scatter a plan to every shard (in shard order); each answer is `{generation, candidates}`.
@@ -97,7 +98,7 @@ def answer_shard_dense(shard: Shard, cache: VectorCache, op: str,
                 drop_page_data(rows)
                 return {"generation": generation, "candidates": rows}
             dense.check_vectors(shard.semantic)
-            vectors = cache.shard((str(shard.path), shard.epoch), conn)
+            vectors = cache.shard((shard.file, shard.epoch), conn)
             query = dense.as_query(args["vector"])
             if op == "shard.dense_counts":
                 histogram = dense.distance_histogram(

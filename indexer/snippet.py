@@ -9,10 +9,10 @@ same spans. Substring hits are marked in Python (`substring_spans`).
 from __future__ import annotations
 
 import re
-import threading
 from collections.abc import Mapping
 
 from indexer.database import Conn, memory
+from indexer.locks import local
 from indexer.schema import TOKENIZER
 from projections.extraction import HIGHLIGHT_CLOSE, HIGHLIGHT_OPEN
 
@@ -89,7 +89,7 @@ def mark_spans(text: str, spans: list[tuple[int, int]]) -> str:
     return "".join(out)
 
 
-_local = threading.local()
+_local = local()
 
 
 def _highlighter() -> Conn:

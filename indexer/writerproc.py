@@ -31,7 +31,6 @@ import struct
 import subprocess
 import sys
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import IO, Any
 
 from indexer.config import IndexConfig
@@ -121,13 +120,13 @@ def _error_from(frame: tuple[Any, ...]) -> BaseException:
 class WriterProcess:
     """A child process applying `write(records, positions)` to the shards under `root`."""
 
-    def __init__(self, root: Path, config: IndexConfig, key_dir: Path | None) -> None:
+    def __init__(self, root: str, config: IndexConfig, key_dir: str | None) -> None:
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "indexer.writerchild"], stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, env={**os.environ, "PYTHONPATH": _python_path()})
         self._closed = False
         try:
-            self._call(("open", str(root), config, None if key_dir is None else str(key_dir)))
+            self._call(("open", root, config, key_dir))
         except BaseException:
             self._kill()
             raise

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 __all__ = ["Recall", "build_app"]
 
 
-def __getattr__(name: str) -> Any:
-    # Lazy, so importing one submodule (e.g. streams.core.settings) never pulls in the runtimes.
+def __getattr__(name: str) -> object:
+    # Lazy, so importing one submodule (e.g. streams.core.settings) never pulls in the runtimes
+    # (nor typing: `recall search` turns the cyclic collector off before its imports).
     if name == "Recall":
         from streams.facade import Recall
 

@@ -1,5 +1,5 @@
 """`python -m streams` → the recall CLI (its entry point: the fast read path, else the full CLI)."""
 
-from streams.faces.cli.fast import main
+from streams.faces.cli.entry import main
 
 main()

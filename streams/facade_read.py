@@ -10,10 +10,10 @@ exactly these settings. Otherwise `open_reader` returns None and the caller take
 
 from __future__ import annotations
 
+import os
 import stat
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from streams.core.envsettings import LightSettings
@@ -66,9 +66,9 @@ class Reader:
         self._shards.close()
 
 
-def _private_dir(path: Path) -> bool:
+def _private_dir(path: str) -> bool:
     try:
-        mode = path.stat().st_mode
+        mode = os.stat(path).st_mode
     except OSError:
         return False
     return stat.S_ISDIR(mode) and not mode & 0o077
@@ -78,9 +78,10 @@ def open_reader(settings: LightSettings, *, search: bool = True) -> Reader | Non
     """A reader of the live generation, or None when opening it is more than a plain read.
     Without `search` it answers the session reads only (a listing), and the search modules
     (ranking, snippets, cursors, vectors) stay unloaded."""
-    data = Path(settings.data_dir)
-    root = data / "index"
-    if not _private_dir(data) or not _private_dir(root) or (data / "index-pending").exists():
+    data = settings.data_dir
+    root = os.path.join(data, "index")
+    pending = os.path.exists(os.path.join(data, "index-pending"))
+    if pending or not _private_dir(data) or not _private_dir(root):
         return None
     from indexer import ShardSet
     from indexer.routing import shard_file_name
@@ -90,9 +91,9 @@ def open_reader(settings: LightSettings, *, search: bool = True) -> Reader | Non
     name = live_generation(root)
     if name is None:
         return None
-    live = root / name
-    if not _private_dir(live) or any(not (live / shard_file_name(i)).exists()
-                                     for i in range(settings.shards)):
+    live = os.path.join(root, name)
+    if not _private_dir(live) or not all(os.path.exists(os.path.join(live, shard_file_name(i)))
+                                         for i in range(settings.shards)):
         return None
     fingerprint = kept_redaction_fingerprint(settings)  # type: ignore[arg-type]
     if fingerprint is None:

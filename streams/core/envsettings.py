@@ -9,16 +9,23 @@ from __future__ import annotations
 import os
 import re
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, NamedTuple
 
 PREFIX = "RECALL_"
 
 
-def default_data_dir() -> Path:
+def default_data_dir() -> str:
     """$XDG_DATA_HOME/session-recall, else ~/.local/share/session-recall."""
-    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
-    return Path(base) / "session-recall"
+    base = os.environ.get("XDG_DATA_HOME") or os.path.join(_home(), ".local", "share")
+    return os.path.join(base, "session-recall")
+
+
+def _home() -> str:
+    """The home directory as `Path.home()` finds it (RuntimeError if it cannot)."""
+    home = os.path.expanduser("~")
+    if home == "~":
+        raise RuntimeError("Could not determine home directory.")
+    return home
 
 
 class Int:
@@ -72,7 +79,7 @@ class LightSettings(NamedTuple):
     first three theirs: `default_data_dir()` and no redaction rules of its own). A NamedTuple:
     a dataclass compiles its generated methods as its module loads, at every command's start."""
 
-    data_dir: Path
+    data_dir: str  # (a string: a read loads no pathlib)
     redact_patterns: dict[str, str]  # (the reader takes no RECALL_REDACT_* rules: none)
     redact_allow: list[str]
     shards: int = 8
@@ -116,7 +123,7 @@ def light_settings(environ: Mapping[str, str] | None = None,
     if where is not None:
         if not where or "\x00" in where:
             return None
-        values["data_dir"] = Path(where)
+        values["data_dir"] = where
     else:
         values["data_dir"] = default_data_dir()
     return LightSettings(redact_patterns={}, redact_allow=[], **values)

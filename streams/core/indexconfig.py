@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import contextlib
+import os
 from importlib.util import find_spec
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from indexer import IndexConfig
-from indexer.semantic import fingerprint as semantic_fingerprint
+from indexer.vectorsetting import fingerprint as semantic_fingerprint
 from projections.codec import dumps_sorted, loads
 from projections.hashing import sha256
 
@@ -42,14 +42,19 @@ def _rules_source() -> str | None:
             spec = find_spec(name)
             if spec is None or spec.origin is None:
                 return None
-            digest.update(Path(spec.origin).read_bytes())
+            digest.update(_read(spec.origin))
         spec = find_spec("detect_secrets")
         if spec is None or spec.origin is None:
             return None
-        digest.update(Path(spec.origin).with_name("__version__.py").read_bytes())
+        digest.update(_read(os.path.join(os.path.dirname(spec.origin), "__version__.py")))
     except OSError:
         return None
     return str(digest.hexdigest())
+
+
+def _read(path: str | os.PathLike[str]) -> bytes:
+    with open(path, "rb") as handle:
+        return handle.read()
 
 
 def _fingerprint_key(settings: Settings) -> str | None:
@@ -72,7 +77,7 @@ def kept_redaction_fingerprint(settings: Settings) -> str | None:
     if key is None:
         return None
     try:
-        kept = loads((Path(settings.data_dir) / FINGERPRINT_FILE).read_bytes())
+        kept = loads(_read(os.path.join(settings.data_dir, FINGERPRINT_FILE)))
     except (OSError, ValueError):
         return None
     if isinstance(kept, dict) and kept.get("key") == key \
@@ -93,12 +98,13 @@ def redaction_fingerprint(settings: Settings) -> str:
 
     fingerprint = build_redactor(settings).fingerprint
     key = _fingerprint_key(settings)
-    path = Path(settings.data_dir) / FINGERPRINT_FILE
-    if key is not None and path.parent.is_dir():
+    if key is not None and os.path.isdir(settings.data_dir):
+        from pathlib import Path
+
         from streams.core.atomic import replace_file
 
         # a read-only data dir: the rules are built each time instead
         with contextlib.suppress(OSError):
-            replace_file(path, dumps_sorted({"key": key, "fingerprint": fingerprint}),
-                         durable=False)
+            replace_file(Path(settings.data_dir) / FINGERPRINT_FILE,
+                         dumps_sorted({"key": key, "fingerprint": fingerprint}), durable=False)
     return fingerprint

@@ -11,7 +11,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from projections.codec import dumps
 from projections.errors import ConfigError
-from streams.core.envsettings import default_data_dir as default_data_dir  # one default
+from streams.core.envsettings import default_data_dir  # one default
 
 
 class Settings(BaseSettings):
@@ -20,7 +20,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="RECALL_", frozen=True, extra="ignore")
 
     #: RECALL_DATA_DIR — embedded store, dead letters and index shards live here.
-    data_dir: Path = Field(default_factory=default_data_dir)
+    data_dir: Path = Field(default_factory=lambda: Path(default_data_dir()))
     #: RECALL_SHARDS — number of index shard files (and Kafka partitions of the topics).
     shards: int = Field(default=8, ge=1, le=256)
     #: RECALL_BROKER — e.g. kafka://127.0.0.1:9092; unset means the embedded runtime.

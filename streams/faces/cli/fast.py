@@ -235,7 +235,8 @@ def main() -> None:
     argv = sys.argv[1:]
     for_short_process()
     # A read allocates little and then exits: the cyclic collector's passes over the modules
-    # it imports would only cost time. The full CLI (a watcher, a worker) runs with it.
+    # it imports would only cost time (the entry point, streams/faces/cli/entry.py, turned it
+    # off before them). The full CLI (a watcher, a worker) runs with it.
     gc.disable()
     try:
         status = run(argv)
@@ -254,14 +255,15 @@ def _exit(status: int) -> NoReturn:
     imported costs a short command a good part of its run): the answer is written, the
     index closed, and what is left of an exit is done here."""
     import atexit
-    import threading
 
     try:
         sys.stdout.flush()
         sys.stderr.flush()
     except BaseException:  # (a closed pipe): the interpreter's own exit reports it
         sys.exit(status)
-    if threading.active_count() > 1:  # (none is left running; if one were, it is waited for)
+    # (none is left running; if one were, it is waited for; without threading, none started)
+    threading = sys.modules.get("threading")
+    if threading is not None and threading.active_count() > 1:
         sys.exit(status)
     atexit._run_exitfuncs()
     os._exit(status)

@@ -9,12 +9,16 @@ retention window, so snapshot readers of the old one can finish.
 
 from __future__ import annotations
 
+import os
 import re
 import time
-from pathlib import Path
+from typing import TYPE_CHECKING
 
 from projections.codec import JSONDecodeError, dumps, loads
 from projections.errors import IndexDamaged
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 CURRENT = "CURRENT"
 BUILDING = "BUILDING"
@@ -36,20 +40,23 @@ def _write_atomic(path: Path, data: bytes) -> None:
     replace_file(path, data)
 
 
-def _pointer(path: Path) -> str | None:
+def _pointer(path: str | os.PathLike[str]) -> str | None:
     """A generation name read from a pointer file; IndexDamaged if it names no generation."""
-    if not path.exists():
+    try:
+        with open(path, "rb") as pointer:
+            data = pointer.read()
+    except FileNotFoundError:
         return None
-    name = path.read_bytes().decode("utf-8", "replace").strip()
+    name = data.decode("utf-8", "replace").strip()
     if not _NAME.match(name):
         raise IndexDamaged(f"{path} does not name an index generation ({name[:40]!r})")
     return name
 
 
-def live_generation(root: Path) -> str | None:
+def live_generation(root: str | os.PathLike[str]) -> str | None:
     """The name CURRENT under `root` holds, or None if it is missing or damaged (reads only)."""
     try:
-        return _pointer(root / CURRENT)
+        return _pointer(os.path.join(root, CURRENT))
     except IndexDamaged:
         return None
 

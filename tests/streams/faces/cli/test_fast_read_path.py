@@ -1,7 +1,7 @@
 """`recall search` and `recall sessions` on the entry point's fast path print exactly what the
 full CLI prints (stdout, stderr, exit status) for a matrix of queries, options, settings and
 errors; the command lines it does not take go to the full CLI; and it loads none of pydantic,
-rich, click, asyncio or detect-secrets."""
+rich, click, asyncio, detect-secrets, pathlib or threading."""
 
 from __future__ import annotations
 
@@ -23,12 +23,15 @@ from streams.faces.cli.main import main
 
 ROOT = Path(__file__).resolve().parents[4]
 #: Each entry point as a script named `recall` (click names the program after argv[0]).
-FAST = "from streams.faces.cli.fast import main\nmain()\n"
+FAST = "from streams.faces.cli.entry import main\nmain()\n"
 FULL = "from streams.faces.cli.main import main\nmain()\n"
 HEAVY = ("pydantic", "pydantic_settings", "rich", "click", "asyncio", "detect_secrets",
          # orjson's own import costs a short read more than all its JSON work; hashlib loads
          # OpenSSL (projections.hashing digests without it); tempfile pulls in random, shutil
-         "orjson", "hashlib", "tempfile")
+         "orjson", "hashlib", "tempfile",
+         # pathlib and threading cost a short read more than their work: its paths are
+         # strings, its locks threading's own types from _thread (indexer/locks.py)
+         "pathlib", "threading")
 
 
 def _write(path: Path, head: dict[str, Any], events: list[dict[str, Any]]) -> None:
@@ -191,7 +194,7 @@ def test_other_command_lines_go_to_the_full_cli(data: Path, args: list[str]) -> 
 def test_a_fast_read_loads_no_heavy_library(data: Path, args: list[str]) -> None:
     # the entry point itself (main exits without the interpreter's teardown; atexit runs)
     code = ("import atexit, sys\n"
-            "from streams.faces.cli.fast import main\n"
+            "from streams.faces.cli.entry import main\n"
             f"atexit.register(lambda: print(sorted(m for m in {HEAVY!r} if m in sys.modules),"
             " file=sys.stderr))\n"
             f"sys.argv = ['recall', '--data-dir', {str(data)!r}, *{args!r}]\n"
