@@ -9,7 +9,6 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from indexer.blocks import iter_session_raws, read_raws
 from indexer.config import IndexConfig
 from indexer.database import Conn
 from indexer.errors import (
@@ -18,12 +17,6 @@ from indexer.errors import (
     INVALID_WINDOW,
     SESSION_NOT_FOUND,
     query_error,
-)
-from indexer.filters import (
-    check_budgets,
-    compile_clauses,
-    text_clauses,
-    validate_filters,
 )
 from indexer.listing import (
     SummaryTitles,
@@ -42,11 +35,11 @@ from indexer.listing import (
 from indexer.schema import SEQ, SURFACE, SURFACE_NAMES, TYPE
 from indexer.shard import Shard
 from indexer.shardset import ShardSet
-from indexer.text import text_of
 from projections.codec import dumps, loads
 
-# The event, fold, transcript, lineage and digest reads import their modules when first run:
-# a search or a listing (a short `recall` process) loads none of them.
+# The event, filter, fold, transcript, lineage and digest reads import their modules (the
+# block codec, filters, text extraction, ...) when first run: a listing (a short `recall`
+# process) loads none of them.
 if TYPE_CHECKING:
     from indexer.foldcache import FoldCache, FoldedLog
 
@@ -164,6 +157,8 @@ class SessionReads:
         return self._listing("", [], self._now_ms(now_ms), checked_limit(limit), title)
 
     def _events(self, shard: Shard, conn: Conn, number: int) -> list[Any]:
+        from indexer.blocks import iter_session_raws
+
         return [loads(raw) for _, raw in iter_session_raws(conn, shard.epoch, number)]
 
     def _folded(self, session_id: str) -> tuple[dict[str, Any], FoldedLog]:
@@ -188,6 +183,7 @@ class SessionReads:
         with self._reading(session_id) as (shard, conn):
             number, header = self._session_on(conn, session_id)
             top = conn.execute("SELECT top_seq FROM sessions WHERE no = ?", (number,)).fetchone()
+            from indexer.blocks import read_raws
             from indexer.eventrows import session_rows
 
             rows = sorted(session_rows(conn, number, current_only=True),
@@ -219,7 +215,9 @@ class SessionReads:
             number, header = self._session_on(conn, session_id)
             if isinstance(seq, bool) or not isinstance(seq, int):
                 raise query_error(EVENT_NOT_FOUND, f"event seq {seq!r} not found")
+            from indexer.blocks import read_raws
             from indexer.eventrows import session_rows
+            from indexer.text import text_of
 
             rows = session_rows(conn, number, seq - before, seq + after)
             raws = read_raws(conn, shard.epoch, ((number, r.seq) for r in rows))
@@ -305,6 +303,8 @@ class SessionReads:
                         title: str | None = None) -> list[dict[str, Any]]:
         """Sessions matching session filters (no full-text search), in listing order (the
         first `limit`; with `title`, those whose title matches it)."""
+        from indexer.filters import check_budgets, compile_clauses, validate_filters
+
         now = self._now_ms(now_ms)
         clauses = validate_filters(filters, "session")
         check_budgets(clauses, within_session=False)
@@ -322,6 +322,10 @@ class SessionReads:
         are a literal, case-insensitive, whitespace-flexible scan of the document text."""
         if not isinstance(session_id, str):
             raise query_error(INVALID_FILTER, "sessionId must be a string")
+        from indexer.blocks import read_raws
+        from indexer.filters import check_budgets, compile_clauses, text_clauses, validate_filters
+        from indexer.text import text_of
+
         clauses = validate_filters(filters, "event", allow_text=True)
         check_budgets(clauses, within_session=True)
         sql, params = compile_clauses(clauses, live_since=0)
