@@ -111,7 +111,8 @@ class Shard:
     def __init__(self, path: str | os.PathLike[str], index: int, shard_count: int, *,
                  substring: bool, redaction: str = "off", semantic: str = "off",
                  read_only: bool = False) -> None:
-        #: the shard file (a string: a read opens shards without loading pathlib; `path`)
+        #: the shard file, as a string (a short read opens shards without pathlib; `path` is
+        #: the same file as a Path)
         self.file = path = os.fspath(path)
         #: its name, as messages give it
         self.name = os.path.basename(path)
