@@ -277,10 +277,11 @@ class Recall:
              **overrides: Any) -> Recall:
         from streams.core.settings import load_settings
 
-        base = settings or load_settings()
         changes = dict(overrides)
         if data_dir is not None:
             changes["data_dir"] = Path(data_dir)
+        base = settings or load_settings(**({"data_dir": changes["data_dir"]}
+                                            if "data_dir" in changes else {}))
         resolved = base.model_copy(update=changes) if changes else base
         return cls(EmbeddedBackend(resolved, **importer_options()), resolved)
 

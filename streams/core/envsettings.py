@@ -11,21 +11,24 @@ import re
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
+from projections.errors import ConfigError
+
 PREFIX = "RECALL_"
 
 
 def default_data_dir() -> str:
-    """$XDG_DATA_HOME/session-recall, else ~/.local/share/session-recall."""
-    base = os.environ.get("XDG_DATA_HOME") or os.path.join(_home(), ".local", "share")
+    """$XDG_DATA_HOME/session-recall, else ~/.local/share/session-recall; ConfigError where
+    neither is known (no HOME and no home in the user database, as for an arbitrary container
+    user)."""
+    base = os.environ.get("XDG_DATA_HOME")
+    if not base:
+        home = os.path.expanduser("~")  # (what Path.home() reads)
+        if home == "~":
+            raise ConfigError("no data dir was given and there is no home directory to hold "
+                              "the default one ($XDG_DATA_HOME and $HOME are unset)",
+                              hint="pass --data-dir DIR or set RECALL_DATA_DIR")
+        base = os.path.join(home, ".local", "share")
     return os.path.join(base, "session-recall")
-
-
-def _home() -> str:
-    """The home directory as `Path.home()` finds it (RuntimeError if it cannot)."""
-    home = os.path.expanduser("~")
-    if home == "~":
-        raise RuntimeError("Could not determine home directory.")
-    return home
 
 
 class Int:
@@ -125,5 +128,8 @@ def light_settings(environ: Mapping[str, str] | None = None,
             return None
         values["data_dir"] = where
     else:
-        values["data_dir"] = default_data_dir()
+        try:
+            values["data_dir"] = default_data_dir()
+        except ConfigError:
+            return None  # (Settings reports it)
     return LightSettings(redact_patterns={}, redact_allow=[], **values)

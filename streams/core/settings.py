@@ -176,7 +176,10 @@ def load_settings(**overrides: Any) -> Settings:
     """Settings from the environment plus overrides; a bad value is a ConfigError naming the
     variable, never a pydantic traceback."""
     try:
-        settings = Settings()
+        # a data dir given is the settings' own, so the default (which needs a home directory)
+        # is never looked for
+        given = {"data_dir": overrides["data_dir"]} if "data_dir" in overrides else {}
+        settings = Settings(**given)
         return settings.model_copy(update=overrides) if overrides else settings
     except ValidationError as exc:
         problems = []

@@ -110,3 +110,36 @@ def test_the_data_dir_is_the_option_else_the_variable_else_the_default(
     assert light is not None and Path(light.data_dir) == tmp_path / "opt"
     assert light_settings(data_dir="") is None
     assert light_settings(data_dir="a\x00b") is None
+
+
+@pytest.fixture
+def homeless(clean_env: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No $HOME, no $XDG_DATA_HOME and no home in the user database (an arbitrary container
+    user): `~` expands to itself."""
+    monkeypatch.delenv("HOME", raising=False)
+    monkeypatch.delenv("XDG_DATA_HOME", raising=False)
+    monkeypatch.setattr(os.path, "expanduser", lambda path: path)
+
+
+def test_without_a_home_the_default_data_dir_is_a_config_error_and_a_given_one_is_used(
+        homeless: None, tmp_path: Path) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_settings()
+    assert caught.value.code == "RECALL_CONFIG_INVALID" and "--data-dir" in caught.value.hint
+    assert light_settings() is None  # (Settings reports it)
+    assert load_settings(data_dir=tmp_path).data_dir == tmp_path
+    light = light_settings(data_dir=str(tmp_path))
+    assert light is not None and Path(light.data_dir) == tmp_path
+
+
+def test_without_a_home_the_cli_says_which_setting_to_give(
+        homeless: None, tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from streams.faces.cli.main import main
+
+    result = CliRunner().invoke(main, ["sessions"])
+    assert result.exit_code == 2 and "RECALL_CONFIG_INVALID" in result.output, result.output
+    assert "Traceback" not in result.output
+    result = CliRunner().invoke(main, ["--data-dir", str(tmp_path / "data"), "sessions"])
+    assert result.exit_code == 0 and "No sessions." in result.output, result.output
