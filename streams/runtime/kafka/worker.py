@@ -215,6 +215,10 @@ def _run_fold(settings: Settings, loglevel: str, generation: int | None, *,
     first waits to be told the generation)."""
     if standby:
         name_process("recall-standby")
+        # Building a fold app imports most of faust and the redactor's detectors. Done while
+        # the standby waits (the app is never started: nothing connects), that work is off its
+        # takeover, which comes at a reindex's end, when the index role needs the cores.
+        build_app(settings, generation=1)
         generation = _await_generation()
         log.warning("the standby fold takes over generation %s", generation)
     (settings.data_dir / "faust").mkdir(parents=True, exist_ok=True)
@@ -243,8 +247,8 @@ def _run_fold(settings: Settings, loglevel: str, generation: int | None, *,
 
 
 def _await_generation() -> int:
-    """A standby fold: everything is imported; block until the supervisor names the generation
-    to run (SIGTERM or a closed stdin: exit)."""
+    """A standby fold: block until the supervisor names the generation to run (SIGTERM or a
+    closed stdin: exit)."""
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: sys.exit(0))
     line = sys.stdin.readline()
