@@ -117,17 +117,6 @@ def test_a_batch_of_segments_is_processed_in_runs_of_about_max_lines() -> None:
     assert list(admitted.chunks(max_lines=100)) == [(records, {0: 2, 1: 2})]
 
 
-def test_runs_can_start_small_and_double_up_to_max_lines() -> None:
-    positions = ReadPositions()
-    positions.place(0, 0)
-    records = [Seg(0, offset, b"x") for offset in range(10)]
-    admitted = positions.admit(records)
-    runs = list(admitted.chunks(max_lines=4, first_lines=1))
-    assert [len(run) for run, _ in runs] == [1, 2, 4, 3]
-    assert [upto for _, upto in runs] == [{0: 1}, {0: 3}, {0: 7}, {0: 10}]
-    assert [len(run) for run, _ in admitted.chunks(max_lines=4, first_lines=9)] == [4, 4, 2]
-
-
 class _Consumer:
     """What PartitionLoop asks of an aiokafka consumer: seeks, beginning offsets, commits (the
     first `fail` of them refused as after a rebalance)."""
@@ -190,35 +179,6 @@ def test_positions_placed_by_a_rebalance_are_committed_even_when_nothing_more_ar
         return consumer.commits
 
     assert asyncio.run(scenario()) == [{0: 109, 1: 57}]
-
-
-def test_only_the_loops_first_batch_starts_with_a_small_run() -> None:
-    import asyncio
-
-    from aiokafka import TopicPartition
-
-    from streams.runtime.kafka.partitions import PartitionLoop
-
-    class Runs(_Recorded):
-        def __init__(self) -> None:
-            super().__init__({})
-            self.sizes: list[int] = []
-
-        async def process(self, records: object, upto: dict[int, int]) -> None:
-            self.sizes.append(len(records))  # type: ignore[arg-type]
-            await super().process(records, upto)
-
-    async def scenario() -> list[int]:
-        processor = Runs()
-        loop = PartitionLoop(_Consumer(), processor, commit=False,  # type: ignore[arg-type]
-                             max_lines=4, first_lines=1)
-        await loop.place([TopicPartition("docs", 0)])
-        tp = TopicPartition("docs", 0)
-        await loop.step({tp: [Seg(0, offset, b"x") for offset in range(6)]})
-        await loop.step({tp: [Seg(0, offset, b"x") for offset in range(6, 12)]})
-        return processor.sizes
-
-    assert asyncio.run(scenario()) == [1, 2, 3, 4, 2]
 
 
 def test_a_revoked_partition_is_not_committed_by_its_former_reader() -> None:

@@ -77,25 +77,21 @@ class Admitted:
     resume: dict[int, int] = field(default_factory=dict)
     reread: int = 0
 
-    def chunks(self, max_lines: int,
-               first_lines: int | None = None) -> Iterator[tuple[list[Any], dict[int, int]]]:
+    def chunks(self, max_lines: int) -> Iterator[tuple[list[Any], dict[int, int]]]:
         """The records in order, cut into runs of about `max_lines` lines (a record may be a
         segment of many), each with the positions after it: a batch of big segments is
         processed (and its positions recorded) a run at a time, so its outputs flow on and
-        its memory stays bounded. `first_lines`: the first run is cut at this many lines and
-        each next one at twice the last, up to `max_lines` (the first outputs go out early)."""
+        its memory stays bounded."""
         run: list[Any] = []
         upto: dict[int, int] = {}
         lines = 0
-        limit = max_lines if first_lines is None else min(first_lines, max_lines)
         for record in self.records:
             run.append(record)
             upto[record.partition] = record.offset + 1
             lines += 1 + (record.value.count(b"\n") if record.value else 0)
-            if lines >= limit:
+            if lines >= max_lines:
                 yield run, upto
                 run, upto, lines = [], {}, 0
-                limit = min(max_lines, 2 * limit)
         if run:
             yield run, upto
 
@@ -173,12 +169,10 @@ class PartitionLoop:
 
     def __init__(self, consumer: AIOKafkaConsumer, processor: PartitionProcessor, *,
                  compacted: bool = False, commit: bool = True,
-                 max_lines: int = CHUNK_LINES, first_lines: int | None = None) -> None:
+                 max_lines: int = CHUNK_LINES) -> None:
         self.consumer = consumer
         self.processor = processor
         self.max_lines = max_lines
-        #: The first run of the first batch with records (Admitted.chunks), then None.
-        self.first_lines = first_lines
         self.positions = ReadPositions(compacted=compacted)
         self.commit = commit
         self.stats: dict[str, int] = {"processed": 0, "reread": 0, "unread": 0, "resought": 0}
@@ -237,8 +231,7 @@ class PartitionLoop:
                      topic, partition, offset)
             self.consumer.seek(TopicPartition(topic, partition), offset)
             self.stats["resought"] += 1
-        first, self.first_lines = self.first_lines, None
-        for records, upto in admitted.chunks(self.max_lines, first):
+        for records, upto in admitted.chunks(self.max_lines):
             await self.processor.process(records, upto)
             self.positions.advance(upto)
             # The index consumer's shard writes do not yield: a fetch of a whole backlog

@@ -59,10 +59,6 @@ Progress = Callable[[int, int], None]
 BATCH_MAX = 5000
 #: Lines folded at a time (each run: its documents acked, then its table writes).
 JOB_CHUNK_LINES = 20000
-#: The job's first run of lines; the runs after it double up to JOB_CHUNK_LINES. The index
-#: workers have nothing to index until the first run's documents are out: with a first run
-#: of JOB_CHUNK_LINES they stood idle through it.
-JOB_FIRST_LINES = 1000
 #: How often a job looks at a group's committed offsets while it waits for the group to catch
 #: up (one OffsetFetch a look): the command returns about this much after the work is done
 #: (a replay of 200k events returned 1.8 s after its last events were indexed with one request
@@ -171,8 +167,7 @@ async def fold_generation(settings: Settings, generation: int,
                                 enable_auto_commit=False, auto_offset_reset="earliest",
                                 fetch_max_wait_ms=50, max_partition_fetch_bytes=8 << 20)
     # commits follow the changelog's acks (flushed below), never run ahead of the table
-    loop = PartitionLoop(consumer, fold, commit=False, max_lines=JOB_CHUNK_LINES,
-                         first_lines=JOB_FIRST_LINES)
+    loop = PartitionLoop(consumer, fold, commit=False, max_lines=JOB_CHUNK_LINES)
     await table.producer.start()
     await consumer.start()
     try:
