@@ -188,13 +188,13 @@ def _size_name(events: int) -> str:
 
 
 def _latency(events: int, queries: list[str], work: Path) -> dict[str, Any]:
-    from indexer import IndexConfig, QueryService, ShardSet, semantic
+    from indexer import IndexConfig, QueryService, ShardSet, semantic, vectorsetting
     from projections.fold import SurfaceState
     from projections.records import HeaderRecord, fold_records
 
     root = work / f"latency-{events}"
     shutil.rmtree(root, ignore_errors=True)
-    fingerprint = semantic.fingerprint(True, False)
+    fingerprint = vectorsetting.fingerprint(True, False)
     real = semantic.load_embedder()
     semantic._loaded = _HashEmbedder(fingerprint, semantic.VECTOR_BYTES)
     shards = ShardSet(root, IndexConfig(semantic=fingerprint))
@@ -263,10 +263,10 @@ def _distill_s(semantic: Any) -> float:
 
 
 def run() -> dict[str, Any]:
-    from indexer import semantic
+    from indexer import semantic, vectorsetting
 
     queries = orjson.loads(QUERIES.read_bytes())
-    out: dict[str, Any] = {"semantic_model": semantic.MODEL_ID,
+    out: dict[str, Any] = {"semantic_model": vectorsetting.MODEL_ID,
                            "semantic_load_average_start": round(os.getloadavg()[0], 2)}
     work = Path(tempfile.mkdtemp(prefix="recall-bench-semantic-"))
     try:

@@ -31,7 +31,8 @@ from indexer.errors import INVALID_QUERY, query_error
 from indexer.locks import Lock
 from indexer.ranking import Candidate, Scope, event_key
 from indexer.search import _COLUMNS, _JOINS, _candidate, _where
-from indexer.semantic import DIMENSION, MODEL_ID, OFF, load_embedder, quantize, unpack4
+from indexer.semantic import DIMENSION, load_embedder, quantize, unpack4
+from indexer.vectorsetting import MODEL_ID, OFF
 from projections.codec import dumps
 
 if TYPE_CHECKING:  # (loaded with the pool, by a search by meaning only)

@@ -30,9 +30,7 @@ from importlib.util import find_spec
 from typing import TYPE_CHECKING, Any, Protocol
 
 from indexer.locks import Lock
-from indexer.vectorsetting import MODEL_ID as MODEL_ID
-from indexer.vectorsetting import OFF as OFF
-from indexer.vectorsetting import fingerprint as fingerprint
+from indexer.vectorsetting import MODEL_ID, OFF
 from projections.errors import MissingExtra
 
 if TYPE_CHECKING:

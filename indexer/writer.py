@@ -32,8 +32,9 @@ from indexer.schema import (
     document_id,
     kind,
 )
-from indexer.semantic import OFF, Embedder, embeds_type, load_embedder
+from indexer.semantic import Embedder, embeds_type, load_embedder
 from indexer.text import has_cjk, text_of
+from indexer.vectorsetting import OFF
 from projections.calls import ASSISTANT_MESSAGE, TOOL_CALL, calls_only, named_call
 from projections.codec import dumps, dumps_sorted, loads
 from projections.events import header_key_fields

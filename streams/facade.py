@@ -280,9 +280,10 @@ class Recall:
         changes = dict(overrides)
         if data_dir is not None:
             changes["data_dir"] = Path(data_dir)
-        base = settings or load_settings(**({"data_dir": changes["data_dir"]}
-                                            if "data_dir" in changes else {}))
-        resolved = base.model_copy(update=changes) if changes else base
+        if settings is None:
+            resolved = load_settings(**changes)  # (a data dir given: no default looked for)
+        else:
+            resolved = settings.model_copy(update=changes) if changes else settings
         return cls(EmbeddedBackend(resolved, **importer_options()), resolved)
 
     @classmethod

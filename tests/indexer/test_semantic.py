@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from indexer import IndexConfig, QueryService, ShardSet, semantic
+from indexer import IndexConfig, QueryService, ShardSet, semantic, vectorsetting
 from projections.errors import RecallError, SessionQueryError
 from projections.fold import SurfaceState
 from projections.records import HeaderRecord, IndexRecord, fold_records
@@ -21,7 +21,7 @@ from projections.redaction import Redactor, Rule
 
 from .helpers import assistant, header, session_records, shortlist_small, texts_session, user
 
-ON = semantic.fingerprint(True, False)
+ON = vectorsetting.fingerprint(True, False)
 Index = Callable[..., tuple[ShardSet, QueryService]]
 
 FLAKY = "test_auth_session intermittently times out on the CI runner"
@@ -85,7 +85,7 @@ def test_vectors_only_with_the_setting_and_only_for_recalled_types(make_index: I
     off, _ = make_index("off", shards=1, semantic=ON)
     off.write_batch(session_records("dsh:tools", events), {})
     assert sorted(vectors(off)) == [("dsh:tools", 0), ("dsh:tools", 1)]
-    on, _ = make_index("on", shards=1, semantic=semantic.fingerprint(True, True))
+    on, _ = make_index("on", shards=1, semantic=vectorsetting.fingerprint(True, True))
     on.write_batch(session_records("dsh:tools", events), {})
     embedded = vectors(on)
     assert sorted(embedded) == [("dsh:tools", 0), ("dsh:tools", 1), ("dsh:tools", 2)]

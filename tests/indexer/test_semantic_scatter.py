@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from contract import drain_pages
 
-from indexer import QueryService, ShardSet, dense, semantic
+from indexer import QueryService, ShardSet, dense, vectorsetting
 from indexer.scatter import (
     DENSE_OPS,
     Coordinator,
@@ -24,7 +24,7 @@ from projections.errors import SessionQueryError
 
 from .helpers import shortlist_small, texts_session
 
-ON = semantic.fingerprint(True, False)
+ON = vectorsetting.fingerprint(True, False)
 NOW = 10_000_000
 Index = Callable[..., tuple[ShardSet, QueryService]]
 
